@@ -22,6 +22,8 @@ True
 """
 
 import json
+import os
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -149,6 +151,11 @@ def message_from_dict(data: dict) -> AnyMessage:
     return kind.from_dict(data)
 
 
+def is_model_output(message: object) -> bool:
+    """True for what the model writes: assistant messages and tool calls."""
+    return isinstance(message, ToolCall) or isinstance(message, Message) and message.role == "assistant"
+
+
 def conversation_to_json(conversation: list) -> str:
     """Return the conversation as a JSON array of message dicts."""
     return json.dumps([message.to_dict() for message in conversation], ensure_ascii=False)
@@ -157,3 +164,72 @@ def conversation_to_json(conversation: list) -> str:
 def conversation_from_json(text: str) -> list:
     """Rebuild a conversation from ``conversation_to_json`` output."""
     return [message_from_dict(data) for data in json.loads(text)]
+
+
+# --- transcripts: a run saved as JSON Lines, one message per line ------------------------
+
+TRANSCRIPT_FORMAT = "plainagent-transcript/1"
+
+
+def load_transcript(path: "str | os.PathLike") -> tuple[dict, list]:
+    """Return ``(settings, conversation)`` from a transcript file.
+
+    The first line is the header with the run's settings; every other line is one message.
+    A torn last line (no newline: the process died while writing it) is ignored with a
+    warning. A bad complete line raises ``ValueError`` naming it: a crash cannot cause that.
+    """
+    settings, conversation, _ = _read_transcript(path)
+    return settings, conversation
+
+
+def _read_transcript(path: "str | os.PathLike") -> tuple[dict, list, int]:
+    """Return settings, conversation, and the byte length of the complete lines."""
+    with open(path, "rb") as file:
+        data = file.read()
+    *lines, tail = data.split(b"\n")  # tail: bytes after the last newline, a torn line if any
+    if tail:
+        warnings.warn(f"{path}: ignoring torn last line {len(lines) + 1} ({len(tail)} bytes)", stacklevel=3)
+    settings: dict = {}
+    conversation: list = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            record = json.loads(line)
+            if number == 1 and record.get("type") != "header":
+                raise ValueError("the first line must be the transcript header")
+            if number == 1:
+                settings = record.get("settings", {})
+            else:
+                conversation.append(message_from_dict(record))
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            raise ValueError(f"{path}: line {number} is not a valid transcript record: {error}") from None
+    return settings, conversation, len(data) - len(tail)
+
+
+class Transcript:
+    """A run's transcript file: every message is written, flushed and fsynced as it comes.
+
+    A new file starts with a header line holding ``settings``. An existing file is read
+    (``settings`` and ``conversation`` come from it), a torn last line is cut off, and
+    new messages are appended, so a resumed run continues the same file. Use ``write`` as
+    the agent loop's ``on_message``.
+    """
+
+    def __init__(self, path: "str | os.PathLike", settings: "dict | None" = None) -> None:
+        self.path = path
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            self.settings, self.conversation, kept = _read_transcript(path)
+            with open(path, "r+b") as file:
+                file.truncate(kept)
+        else:
+            self.settings, self.conversation = dict(settings or {}), []
+            self._write_line({"type": "header", "format": TRANSCRIPT_FORMAT, "settings": self.settings})
+
+    def write(self, message: AnyMessage) -> None:
+        """Append one message as a line and make it durable before returning."""
+        self._write_line(message.to_dict())
+
+    def _write_line(self, record: dict) -> None:
+        with open(self.path, "ab") as file:
+            file.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
+            file.flush()
+            os.fsync(file.fileno())
