@@ -35,7 +35,7 @@ import time
 from typing import Any, Callable, Union
 
 from llm_client import LlmClient, LlmRequest
-from messages import AnyMessage, Message, ToolCall, ToolResult, is_model_output
+from messages import AnyMessage, Message, ToolCall, ToolResult, Transcript, is_model_output
 from tools import Tool, ToolSet, execute_tool_call, make_tool_set, tool
 
 STOP_REASONS = {
@@ -346,8 +346,13 @@ class AgentLauncher:
         self.on_message, self.on_text = on_message, on_text
         self.usage = {"input_tokens": 0, "output_tokens": 0}
 
-    def launch(self, spec: Union[dict, str, os.PathLike], *, history: Union[list, None] = None, depth: int = 0) -> list:
-        """Run the agent a spec describes and return its conversation (``AgentStopped`` if it stops)."""
+    def launch(self, spec: Union[dict, str, os.PathLike], *, history: Union[list, None] = None,
+               user_message: Union[str, None] = None, depth: int = 0) -> list:
+        """Run the agent a spec describes and return its conversation (``AgentStopped`` if it stops).
+
+        With ``history`` the run continues that conversation instead of starting on the
+        spec's task: with ``user_message`` as a new turn, or else where it left off.
+        """
         spec = load_spec(spec, list(self.tools))
         tool_set = {name: self.tools[name] for name in spec["tools"]}
         if spec["allow_subagents"] and depth < self.max_depth:
@@ -355,7 +360,8 @@ class AgentLauncher:
         llm_call = LlmCall(self.client_for(spec), token_budget=spec["token_budget"])
         try:
             return agent_life_cycle(
-                spec["system_prompt"], spec["task"], llm_call, tool_set=tool_set, history=history,
+                spec["system_prompt"], user_message if history else spec["task"], llm_call,
+                tool_set=tool_set, history=history,
                 max_steps=spec["max_steps"], deadline_seconds=spec["deadline_seconds"],
                 on_message=self.on_message if depth == 0 else None, on_text=self.on_text if depth == 0 else None,
             )
@@ -437,56 +443,92 @@ class Printer:
 def parse_arguments(argv: Union[list[str], None]) -> argparse.Namespace:
     """Read the command line; a usage error exits with status 2."""
     parser = argparse.ArgumentParser(prog="agent.py", description="Run an agent on a task.")
-    parser.add_argument("task", nargs="?", help="the task for the agent")
+    parser.add_argument("task", nargs="?", help="the task (with --resume: a new user message)")
     parser.add_argument("--demo", action="store_true", help="run a scripted multi-step demo offline")
     parser.add_argument("--spec", help="launch from a task spec (JSON file)")
     parser.add_argument("--model", help="model name (default: $OPENAI_MODEL, else gpt-4o-mini)")
     parser.add_argument("--base-url", help="server base URL (default: $OPENAI_BASE_URL, else OpenAI)")
     parser.add_argument("--max-steps", type=int, help="most model calls in one run (default 20)")
     parser.add_argument("--no-stream", action="store_true", help="print the answer when complete, not as it streams")
+    parser.add_argument("--transcript", help="write every message to this JSON Lines file as it happens")
+    parser.add_argument("--resume", help="continue the run saved in this transcript (and keep writing to it)")
+    parser.add_argument("--skip-pending", action="store_true",
+                        help="with --resume: record tool calls left without a result as not executed, instead of running them")
     arguments = parser.parse_args(argv)
-    if not (arguments.task or arguments.demo or arguments.spec):
-        parser.error("give a task, --spec FILE or --demo")
+    if not (arguments.task or arguments.demo or arguments.spec or arguments.resume):
+        parser.error("give a task, --spec FILE, --resume FILE or --demo")
+    if arguments.resume and (arguments.transcript or arguments.spec or arguments.demo):
+        parser.error("--resume continues the run's own transcript and settings; drop --transcript, --spec and --demo")
+    if arguments.skip_pending and not arguments.resume:
+        parser.error("--skip-pending goes with --resume")
     return arguments
 
 
-def spec_from_arguments(arguments: argparse.Namespace) -> dict:
-    """Build the task spec the command line describes (file first, then flags on top)."""
-    spec: dict[str, Any] = {}
+def spec_from_arguments(arguments: argparse.Namespace, saved: Union[dict, None] = None) -> dict:
+    """Build the task spec the command line describes: a saved or file spec, then flags on top."""
+    spec: dict[str, Any] = dict(saved or {})
     if arguments.spec:
         with open(arguments.spec, encoding="utf-8") as file:
             spec = json.load(file)
         if not isinstance(spec, dict):
             raise ValueError(f"{arguments.spec}: a task spec must be a JSON object")
-    elif not arguments.demo:
+    elif not arguments.demo and saved is None:
         spec["model"] = os.environ.get("OPENAI_MODEL", SPEC_FIELDS["model"][1])
-    flags = {"task": arguments.task, "model": arguments.model, "base_url": arguments.base_url,
-             "max_steps": arguments.max_steps}
+    flags = {"model": arguments.model, "base_url": arguments.base_url, "max_steps": arguments.max_steps}
+    if saved is None:
+        flags["task"] = arguments.task
     spec.update({key: value for key, value in flags.items() if value is not None})
     if arguments.demo:
         spec.setdefault("task", DEMO_TASK)
     return spec
 
 
+NOT_EXECUTED = "not executed: the run stopped before this tool call ran; call the tool again if you still need it"
+
+
+def skip_pending(conversation: list) -> list[ToolResult]:
+    """Return 'not executed' error results for the tool calls left without a result."""
+    return [ToolResult(c.tool_call_id, c.name, NOT_EXECUTED, is_error=True) for c in unanswered_tool_calls(conversation)]
+
+
 def main(argv: Union[list[str], None] = None) -> int:
     """Run the command line; return the exit status (0 answered, 1 stopped early, 2 usage)."""
     arguments = parse_arguments(argv)
     printer = Printer()
-    stream = sys.stdout.isatty() and not arguments.no_stream
-    if arguments.demo:
-        from fake_llm import FakeLlm  # the demo alone needs the fake model
-
-        client = FakeLlm(demo_model)
-    else:
-        client = None
-    launcher = AgentLauncher(DEMO_TOOLS, client=client, on_message=printer.on_message,
-                             on_text=printer.on_text if stream else None)
+    history, transcript = None, None
     try:
-        spec = spec_from_arguments(arguments)
-        conversation = launcher.launch(spec)
+        if arguments.resume:
+            transcript = Transcript(arguments.resume)
+            history, demo = transcript.conversation, transcript.settings.get("demo", False)
+            spec = load_spec(spec_from_arguments(arguments, transcript.settings.get("spec", {})), list(DEMO_TOOLS))
+        else:
+            demo = arguments.demo
+            spec = load_spec(spec_from_arguments(arguments), list(DEMO_TOOLS))
+            if arguments.transcript:
+                transcript = Transcript(arguments.transcript, {"spec": spec, "demo": demo})
     except (ValueError, OSError) as error:
         print(f"agent.py: error: {error}", file=sys.stderr)
         return 2
+
+    def on_message(message: AnyMessage) -> None:
+        if transcript is not None:
+            transcript.write(message)
+        printer.on_message(message)
+
+    if arguments.skip_pending:
+        for result in skip_pending(history):
+            history.append(result)
+            on_message(result)
+    client = None
+    if demo:
+        from fake_llm import FakeLlm  # only the demo needs the fake model
+
+        client = FakeLlm(demo_model)
+    stream = sys.stdout.isatty() and not arguments.no_stream
+    launcher = AgentLauncher(DEMO_TOOLS, client=client, on_message=on_message,
+                             on_text=printer.on_text if stream else None)
+    try:
+        conversation = launcher.launch(spec, history=history, user_message=arguments.task if history else None)
     except AgentStopped as stopped:
         print(f"stopped ({stopped.reason}): {stopped.detail}", file=sys.stderr)
         print(summary(stopped.conversation, launcher.usage), file=sys.stderr)
