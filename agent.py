@@ -97,9 +97,9 @@ def agent_life_cycle(
     def stop(reason: str, detail: str, partial: Union[list, None] = None) -> AgentStopped:
         return AgentStopped(reason, detail, conversation, partial)
 
-    for first in (system_message if not conversation else None, user_message):
+    for role, first in (("system", system_message if not conversation else None), ("user", user_message)):
         if first is not None:
-            append(first if isinstance(first, Message) else Message("user" if first is user_message else "system", first))
+            append(first if isinstance(first, Message) else Message(role, first))
     while True:
         calls = unanswered_tool_calls(conversation)
         if calls:
