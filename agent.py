@@ -245,10 +245,10 @@ def _evaluate(node: ast.AST) -> Union[int, float]:
         return _ARITHMETIC[type(node.op)](_evaluate(node.operand))
     if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
         left, right = _evaluate(node.left), _evaluate(node.right)
-        if isinstance(node.op, ast.Pow) and abs(right) * max(abs(left), 2).bit_length() > _MAX_BITS:
+        both_int = isinstance(left, int) and isinstance(right, int)  # floats overflow quickly on their own
+        if both_int and isinstance(node.op, ast.Pow) and abs(right) * max(abs(left), 2).bit_length() > _MAX_BITS:
             raise ValueError(f"{left} ** {right} is too large to compute")
-        if isinstance(node.op, ast.Mult) and isinstance(left, int) and isinstance(right, int) \
-                and left.bit_length() + right.bit_length() > _MAX_BITS:
+        if both_int and isinstance(node.op, ast.Mult) and left.bit_length() + right.bit_length() > _MAX_BITS:
             raise ValueError("the product is too large to compute")
         return _ARITHMETIC[type(node.op)](left, right)
     raise ValueError(
