@@ -247,10 +247,19 @@ def prepare_arguments(found: Tool, arguments: dict) -> dict:
     hints = typing.get_type_hints(found.function) if inspect.isfunction(found.function) else {}
     prepared = dict(arguments)
     for key, value in arguments.items():
-        hint = hints.get(key)
-        if isinstance(hint, type) and issubclass(hint, enum.Enum):
-            prepared[key] = hint(value)
+        kind = enum_class(hints.get(key))
+        if kind is not None and value is not None:
+            prepared[key] = kind(value)
     return prepared
+
+
+def enum_class(hint: Any) -> Union[type, None]:
+    """Return the Enum class of a hint that is an Enum or an optional one (``Color | None``), else ``None``."""
+    options = typing.get_args(hint) if typing.get_origin(hint) in (Union, types.UnionType) else (hint,)
+    options = tuple(option for option in options if option is not type(None))
+    if len(options) == 1 and isinstance(options[0], type) and issubclass(options[0], enum.Enum):
+        return options[0]
+    return None
 
 
 def result_text(value: Any) -> str:

@@ -340,6 +340,20 @@ def test_an_enum_argument_arrives_as_the_enum_member():
     assert received == [Color.GREEN]
 
 
+def test_an_optional_enum_argument_arrives_as_the_enum_member_or_none():
+    received = []
+
+    @tool
+    def choose(color: Optional[Color] = None) -> str:
+        """Choose."""
+        received.append(color)
+        return "ok"
+
+    run(ToolCall("call_1", "choose", {"color": "red"}), choose)
+    run(ToolCall("call_2", "choose", {"color": None}), choose)
+    assert received == [Color.RED, None]
+
+
 def test_a_tool_past_its_timeout_gives_an_error_result():
     release = threading.Event()
 
