@@ -216,11 +216,12 @@ class Transcript:
 
     def __init__(self, path: "str | os.PathLike", settings: "dict | None" = None) -> None:
         self.path = path
+        kept = 0  # bytes of complete lines already in the file
         if os.path.exists(path) and os.path.getsize(path) > 0:
             self.settings, self.conversation, kept = _read_transcript(path)
             with open(path, "r+b") as file:
                 file.truncate(kept)
-        else:
+        if not kept:  # a new file, or one whose header line was torn: start it afresh
             self.settings, self.conversation = dict(settings or {}), []
             self._write_line({"type": "header", "format": TRANSCRIPT_FORMAT, "settings": self.settings})
 

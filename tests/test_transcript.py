@@ -93,3 +93,12 @@ def test_reopening_a_transcript_cuts_the_torn_tail_and_appends(tmp_path):
         transcript = Transcript(path)
     transcript.write(Message("assistant", "Hello"))
     assert path.read_text(encoding="utf-8") == HEADER_LINE + USER_LINE + REPLY_LINE
+
+
+def test_reopening_a_transcript_whose_header_was_torn_starts_it_afresh(tmp_path):
+    path = tmp_path / "run.jsonl"
+    path.write_text('{"type": "header", "for', encoding="utf-8")
+    with pytest.warns(UserWarning, match="ignoring torn last line 1 "):
+        transcript = Transcript(path, {"model": "m", "max_steps": 5})
+    transcript.write(Message("user", "Hi"))
+    assert path.read_text(encoding="utf-8") == HEADER_LINE + USER_LINE
