@@ -1,15 +1,52 @@
 """The wire: LlmRequest and LlmResponse, and LlmClient for OpenAI-compatible servers.
 
-(Being written: the types below are settled; the client body is in progress.)
+``LlmClient.generate`` sends one chat-completions request (``POST {base_url}/chat/completions``)
+and returns an ``LlmResponse``; it never raises for what the network or the server does.
+The wire mapping is plain functions written as dicts shaped like the OpenAI spec, with
+every quirk of a real server marked where it is handled: ``_build_messages`` (our messages
+to wire messages), ``LlmClient._build_body`` (the request body) and ``_parse_response`` (a
+response body to an ``LlmResponse``). A stream is folded into the same dict a plain call
+returns and read by the same ``_parse_response``.
 
 Needs ``messages`` and ``tools``.
+
+>>> conversation = [Message("user", "2 + 3?"), ToolCall("call_1", "add", {"a": 2, "b": 3})]
+>>> for message in _build_messages(LlmRequest(["Be brief."], conversation)):
+...     print(message)
+{'role': 'system', 'content': 'Be brief.'}
+{'role': 'user', 'content': '2 + 3?'}
+{'role': 'assistant', 'content': '', 'tool_calls': [{'id': 'call_1', 'type': 'function', 'function': {'name': 'add', 'arguments': '{"a": 2, "b": 3}'}}]}
+>>> _parse_response({"choices": [{"message": {"content": "5"}, "finish_reason": "stop"}]}).text
+'5'
 """
 
+import email.utils
+import hashlib
+import http.client
+import json
+import os
+import random
+import re
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass, field
-from typing import Callable, Union
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterator, Union
 
 from messages import AnyMessage, Message, ToolCall, ToolResult
 from tools import Tool
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+MAX_RETRY_DELAY = 60.0
+"""The longest wait between two attempts, in seconds, whatever the server asks for."""
+
+MAX_ERROR_CHARS = 500
+"""How much of an error body that is not JSON an ``error_message`` quotes."""
+
+OnText = Callable[[str], None]
 
 
 @dataclass
@@ -60,3 +97,528 @@ class LlmResponse:
     def tool_calls(self) -> list[ToolCall]:
         """The tool calls of the reply, in the order the model made them."""
         return [m for m in self.content if isinstance(m, ToolCall)]
+
+class LlmClient:
+    """A client for one model on an OpenAI-compatible chat-completions server.
+
+    ``base_url`` defaults to ``$OPENAI_BASE_URL``, else OpenAI's, and ``api_key`` to
+    ``$OPENAI_API_KEY``; both are read when the client is made. Without a key no
+    ``Authorization`` header is sent, as local servers (Ollama, llama.cpp, vLLM) need.
+    ``headers`` go with every request and ``query`` into its URL. For Azure OpenAI pass the
+    deployment URL as ``base_url`` with ``headers={"api-key": KEY}`` and
+    ``query={"api-version": "2024-10-21"}``; for OpenRouter's rankings,
+    ``headers={"HTTP-Referer": ..., "X-Title": ...}``. Other keyword arguments
+    (``temperature``, ``max_completion_tokens``, ``seed``, ``response_format``,
+    ``parallel_tool_calls``, ...) go into every request body as given; ``None`` values are
+    left out.
+
+    ``timeout`` (seconds) bounds each wait on the network: connecting, the answer, and each
+    read of a stream. ``max_retries`` extra attempts follow a failure worth retrying (see
+    ``generate``), waiting with ``sleep``. ``stream_usage=False`` stops asking streams for
+    usage, for servers that reject ``stream_options``. Raises ``ValueError`` for a base URL
+    that is not http(s) and for a config key the client sets itself. The key appears in
+    neither ``repr`` nor any error message.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: Union[str, None] = None,
+        api_key: Union[str, None] = None,
+        *,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        headers: Union[dict, None] = None,
+        query: Union[dict, None] = None,
+        stream_usage: bool = True,
+        sleep: Callable[[float], None] = time.sleep,
+        **config: Any,
+    ) -> None:
+        self.model = model
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        self.api_key = os.environ.get("OPENAI_API_KEY") if api_key is None else api_key
+        self.timeout, self.max_retries, self.sleep = timeout, max_retries, sleep
+        self.headers, self.query, self.stream_usage = dict(headers or {}), dict(query or {}), stream_usage
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://; got {self.base_url!r}")
+        for key in ("messages", "tools", "tool_choice", "stream"):
+            if key in config:
+                raise ValueError(f"{key!r} cannot be set as config: the client builds it from the LlmRequest")
+        self.config = {key: value for key, value in config.items() if value is not None}
+
+    def __repr__(self) -> str:
+        return f"LlmClient(model={self.model!r}, base_url={self.base_url!r})"
+
+    def generate(self, request: LlmRequest, on_text: Union[OnText, None] = None) -> LlmResponse:
+        """Return the model's reply to ``request``; never raises for what the network or server does.
+
+        With ``on_text`` the reply is streamed and each piece of text is handed to it as soon
+        as it arrives; the ``LlmResponse`` is the one a plain call returns. A failure comes
+        back as ``error_message`` (``"HTTP 429: <the server's message>"``, a timeout, a broken
+        stream), with ``content`` holding whatever arrived first. No answer at all and HTTP
+        408, 409, 429 and 5xx are retried, after the server's ``Retry-After`` or else an
+        exponential backoff with jitter. A response that began (HTTP 200) is never requested
+        again, so no text reaches ``on_text`` twice. What ``on_text`` raises propagates.
+        """
+        body = self._build_body(request, stream=on_text is not None)
+        for attempt in range(self.max_retries + 1):
+            response, retry_after = self._send(body, on_text)
+            if attempt == self.max_retries or not _should_retry(response):
+                break
+            self.sleep(_backoff(attempt) if retry_after is None else retry_after)
+        return self._redacted(response)
+
+    def _build_body(self, request: LlmRequest, stream: bool) -> dict:
+        """Return the JSON body of ``POST /chat/completions`` for ``request``, with no null field."""
+        body: dict[str, Any] = {"model": self.model, "messages": _build_messages(request)}
+        if request.tools:  # tool_choice without tools is rejected: both are sent, or neither
+            body["tools"] = [tool.tool_definition() for tool in request.tools]
+            if request.tool_choice in ("auto", "none", "required"):
+                body["tool_choice"] = request.tool_choice
+            elif request.tool_choice is not None:  # any other string names the tool to call
+                body["tool_choice"] = {"type": "function", "function": {"name": request.tool_choice}}
+        body.update(self.config)
+        if stream:
+            body["stream"] = True
+            if self.stream_usage:  # OpenAI streams usage only when asked to
+                body["stream_options"] = {"include_usage": True}
+        return body
+
+    def _send(self, body: dict, on_text: Union[OnText, None]) -> tuple[LlmResponse, Union[float, None]]:
+        """Make one attempt; return the response and the wait the server asked for, if any."""
+        url = f"{self.base_url}/chat/completions"
+        if self.query:
+            url += "?" + urllib.parse.urlencode(self.query)
+        headers = {"Content-Type": "application/json", "User-Agent": "plainagent"}  # some CDNs refuse urllib's
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        data = json.dumps(body).encode("utf-8")
+        request = urllib.request.Request(url, data, {**headers, **self.headers}, method="POST")
+        try:
+            response = urllib.request.urlopen(request, timeout=self.timeout)
+        except urllib.error.HTTPError as error:
+            with error:
+                return _http_error(error.code, _read_quietly(error)), _retry_after(error.headers)
+        except (OSError, http.client.HTTPException) as error:  # refused, timed out, closed before answering
+            return LlmResponse(error_message=f"no answer from the server: {_describe(error)}"), None
+        with response:
+            result = _read_stream(response, on_text) if on_text else _read_json(response)
+        result.status_code = response.status
+        return result, None
+
+    def _redacted(self, response: LlmResponse) -> LlmResponse:
+        """Return ``response`` with the key, and header or query values named like secrets, cut out.
+
+        Our messages never quote requests, but a server may echo a key back in its error body.
+        """
+        secrets = [self.api_key] + [
+            value for name, value in [*self.headers.items(), *self.query.items()]
+            if re.search("key|auth|token|secret", name, re.IGNORECASE)
+        ]
+        for secret in secrets:  # a shorter value cannot be told from ordinary words
+            if secret and len(secret) >= 8 and response.error_message:
+                response.error_message = response.error_message.replace(secret, "[redacted]")
+        return response
+
+
+def _should_retry(response: LlmResponse) -> bool:
+    """True for a failure worth another attempt: no answer at all, or HTTP 408, 409, 429 or 5xx."""
+    status = response.status_code
+    return response.error_message is not None and (status is None or status in (408, 409, 429) or status >= 500)
+
+
+def _backoff(attempt: int) -> float:
+    """Seconds to wait after failed attempt number ``attempt`` (from 0): 1, 2, 4 ... s, less up to half."""
+    ceiling = min(MAX_RETRY_DELAY, 2.0**attempt)
+    return ceiling / 2 + random.random() * ceiling / 2
+
+
+def _retry_after(headers: Any) -> Union[float, None]:
+    """Return the wait in seconds an error response asks for (capped at ``MAX_RETRY_DELAY``), or ``None``."""
+    milliseconds, value = headers.get("retry-after-ms"), headers.get("retry-after")
+    try:
+        if milliseconds:  # OpenAI and Azure also send the wait in milliseconds
+            seconds = float(milliseconds) / 1000
+        elif value:  # seconds, or an HTTP date (RFC 9110)
+            seconds = float(value) if re.fullmatch(r"\s*[\d.]+\s*", value) else _seconds_until(value)
+        else:
+            return None
+    except (ValueError, TypeError):
+        return None
+    return max(0.0, min(seconds, MAX_RETRY_DELAY))
+
+
+def _seconds_until(http_date: str) -> float:
+    """Seconds from now until an HTTP date; raises ``ValueError`` or ``TypeError`` for a bad date."""
+    return (email.utils.parsedate_to_datetime(http_date) - datetime.now(timezone.utc)).total_seconds()
+
+
+# --- our messages to the wire ------------------------------------------------------------
+
+
+def _build_messages(request: LlmRequest) -> list[dict]:
+    """Return the wire ``messages`` of a request: the instructions, then the conversation.
+
+    An assistant ``Message`` and the ``ToolCall`` objects after it are one assistant reply,
+    so they become one wire message carrying ``tool_calls``.
+    """
+    messages: list[dict] = []
+    if request.instructions:  # one system message: many chat templates take only one, and first
+        messages.append({"role": "system", "content": "\n\n".join(request.instructions)})
+    for item in request.contents:
+        if isinstance(item, ToolCall):
+            if not messages or messages[-1]["role"] != "assistant":
+                # A reply of tool calls only gets content "", the form the most servers accept:
+                # null is refused by llama.cpp (ggml-org/llama.cpp#13471), llama-cpp-python,
+                # Ollama (pydantic/pydantic-ai#5206) and LM Studio (lmstudio-bug-tracker#261),
+                # and chat templates that read message.content fail when the key is missing
+                # (abetlen/llama-cpp-python#1805). OpenAI, DeepSeek, Groq, Mistral and
+                # Bedrock's OpenAI endpoint take "" (agentjido/req_llm#966).
+                messages.append({"role": "assistant", "content": ""})
+            messages[-1].setdefault("tool_calls", []).append(_wire_tool_call(item))
+        elif isinstance(item, ToolResult):
+            # no "name" on a tool message: the official schema does not allow it
+            messages.append({"role": "tool", "tool_call_id": item.tool_call_id, "content": item.content})
+        else:
+            messages.append({"role": item.role, "content": item.content})
+    return messages
+
+
+def _wire_tool_call(call: ToolCall) -> dict:
+    """Return a ``ToolCall`` as a wire tool call."""
+    # arguments travel as a JSON string, not an object; text that was not JSON goes back as it came
+    arguments = call.raw_arguments if call.raw_arguments is not None else json.dumps(call.arguments, ensure_ascii=False)
+    return {"id": call.tool_call_id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
+
+
+# --- the wire to our messages ------------------------------------------------------------
+
+
+def _parse_response(body: Any) -> LlmResponse:
+    """Return the ``LlmResponse`` for a ``chat.completion`` body, read from choice 0.
+
+    Tolerates what real servers send: content null, missing, a list of parts or an object;
+    tool-call arguments "", null, missing, an object or broken JSON; tool calls without an
+    id. A body that is not an object, that holds an ``error``, or that has no choices gives
+    an ``error_message``.
+    """
+    if not isinstance(body, dict):
+        return LlmResponse(error_message=f"response is not a JSON object: {_plain_text(json.dumps(body))}")
+    if body.get("error") is not None:  # some gateways answer 200 with an error object
+        return LlmResponse(error_message=f"error in response: {_provider_message(json.dumps(body))}")
+    choices = [choice for choice in _array(body.get("choices")) if isinstance(choice, dict)]
+    if not choices:
+        return LlmResponse(error_message="response has no choices")
+    choice = next((choice for choice in choices if choice.get("index", 0) == 0), choices[0])
+    message = _object(choice.get("message"))  # Azure's content filter sends a choice without one
+    text, thinking = _split_content(message.get("content"))
+    # message.function_call (the legacy API) is not read: we never send "functions", and
+    # llama-cpp-python sends it beside tool_calls with a wrong name in "auto" mode
+    calls = [_parse_tool_call(_object(call), n, body) for n, call in enumerate(_array(message.get("tool_calls")))]
+    refusal = message.get("refusal")
+    finish_reason = choice.get("finish_reason")  # kept as sent: Together says "eos", Snowflake ""
+    return LlmResponse(
+        content=([Message("assistant", text)] if text else []) + calls,
+        usage_metadata=_usage(body.get("usage")),
+        finish_reason=finish_reason,
+        is_truncated=finish_reason == "length",
+        reasoning=_reasoning(message) or thinking or None,
+        refusal=refusal if isinstance(refusal, str) and refusal else None,
+    )
+
+
+def _split_content(content: Any) -> tuple[str, str]:
+    """Return ``(text, thinking)`` from a message's ``content``, whatever its shape."""
+    if content is None:
+        return "", ""
+    if isinstance(content, str):
+        return content, ""
+    if not isinstance(content, list):  # Cloudflare sends an object under response_format
+        return json.dumps(content, ensure_ascii=False), ""
+    text, thinking = [], []
+    for part in content:
+        part = {"type": "text", "text": part} if isinstance(part, str) else _object(part)
+        if part.get("type") == "text" and isinstance(part.get("text"), str):
+            text.append(part["text"])
+        elif part.get("type") == "thinking":  # Mistral's Magistral: {"thinking": [{"text": ...}]}
+            thinking.append(_split_content(part.get("thinking"))[0])
+    return "".join(text), "".join(thinking)
+
+
+def _reasoning(message: dict) -> Union[str, None]:
+    """Return the reasoning text a server sent beside the content, or ``None``."""
+    for key in ("reasoning_content", "reasoning"):  # DeepSeek and vLLM; Groq, OpenRouter, Ollama
+        if isinstance(message.get(key), str) and message[key]:
+            return message[key]
+    return None
+
+
+def _parse_tool_call(call: dict, position: int, body: dict) -> ToolCall:
+    """Return one wire tool call as a ``ToolCall``; arguments that are not JSON stay as raw text."""
+    function = _object(call.get("function"))
+    call_id = call.get("id") or _fallback_call_id(body, position)  # Gemini sends the id ""
+    name = function.get("name") or ""
+    arguments = function.get("arguments")
+    if isinstance(arguments, dict):  # some servers send an object, not a JSON string
+        return ToolCall(call_id, name, arguments)
+    if not isinstance(arguments, str):  # missing or null means no arguments (OpenRouter)
+        arguments = "" if arguments is None else json.dumps(arguments)
+    return ToolCall.from_arguments_text(call_id, name, arguments)
+
+
+def _fallback_call_id(body: dict, position: int) -> str:
+    """Return an id for a tool call sent without one, from a hash of the whole response.
+
+    The same response always gets the same ids, so a replayed recording is repeatable, and
+    two responses do not share one.
+    """
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8")).hexdigest()
+    return f"call_{digest[:12]}_{position}"
+
+
+def _usage(usage: Any) -> Union[dict, None]:
+    """Return ``usage_metadata`` from a wire ``usage`` object; a missing count is ``None``."""
+    if not isinstance(usage, dict):
+        return None
+    return {"input_tokens": usage.get("prompt_tokens"), "output_tokens": usage.get("completion_tokens")}
+
+
+def _object(value: Any) -> dict:
+    """Return ``value`` if it is a JSON object, else ``{}``: a wrong shape reads as absent."""
+    return value if isinstance(value, dict) else {}
+
+
+def _array(value: Any) -> list:
+    """Return ``value`` if it is a JSON array, else ``[]``."""
+    return value if isinstance(value, list) else []
+
+
+# --- reading responses -------------------------------------------------------------------
+
+
+def _read_json(response: http.client.HTTPResponse) -> LlmResponse:
+    """Read a whole JSON body and parse it; a cut, empty or non-JSON body gives ``error_message``."""
+    try:
+        text = response.read().decode("utf-8", "replace")
+    except (OSError, http.client.HTTPException) as error:  # reset, timed out, or cut short
+        return LlmResponse(error_message=f"response body broken off: {_describe(error)}")
+    if not text.strip():
+        return LlmResponse(error_message="the server sent an empty body")
+    try:
+        body = json.loads(text)  # leading whitespace is fine: OpenRouter pads while it waits
+    except ValueError:
+        return LlmResponse(error_message=f"response is not JSON: {_plain_text(text)}")
+    return _parse_response(body)
+
+
+class _StreamBroken(Exception):
+    """The connection failed while a stream was being read."""
+
+
+def _read_stream(response: http.client.HTTPResponse, on_text: OnText) -> LlmResponse:
+    """Fold an event stream of chunks into a ``chat.completion`` body and parse that.
+
+    Text reaches ``on_text`` as each event is read. A broken connection, data that is not
+    JSON, an ambiguous tool call, or an error sent inside the stream stops the reading with
+    ``error_message`` set; ``content`` keeps what came before. A stream that closes without
+    ``[DONE]`` or a finish reason is complete.
+    """
+    body: dict = {}
+    problem, count = None, 0
+    try:
+        for event, data in _sse_events(_lines(response)):
+            count += 1
+            if data.strip() == "[DONE]":
+                break
+            problem = _take_event(body, event, data, on_text)
+            if problem:
+                break
+    except _StreamBroken as error:
+        problem = f"stream broken off: {error}"
+    if count == 0 and not problem:
+        problem = "the server sent an empty stream"
+    result = _parse_response(body)
+    if problem:
+        result.error_message = problem
+    return result
+
+
+def _lines(response: http.client.HTTPResponse) -> Iterator[str]:
+    """Yield the lines of a response as they arrive, without their CRLF, LF or CR ending."""
+    pending = b""
+    try:
+        # read1 returns as soon as bytes arrive. Not readline: it hides a chunked body cut short.
+        while data := response.read1(65536):
+            *complete, pending = (pending + data).split(b"\n")
+            for line in complete:
+                yield from line.removesuffix(b"\r").decode("utf-8", "replace").split("\r")
+    except (OSError, http.client.HTTPException) as error:  # reset, timed out, chunked body cut short
+        raise _StreamBroken(_describe(error)) from error
+    if pending:
+        yield from pending.decode("utf-8", "replace").split("\r")
+
+
+def _sse_events(lines: Iterator[str]) -> Iterator[tuple[Union[str, None], str]]:
+    """Yield ``(event type, data)`` for each event of a text/event-stream, per the HTML spec.
+
+    Data lines are joined with "\\n"; comment lines (":") and unknown fields are skipped; an
+    event is dispatched at a blank line and at the end of the stream.
+    """
+    event, data = None, []
+    for line in lines:
+        if not line:
+            if data:
+                yield event, "\n".join(data)
+            event, data = None, []
+        elif not line.startswith(":"):  # OpenRouter sends ": OPENROUTER PROCESSING" comments
+            name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if name == "data":
+                data.append(value)
+            elif name == "event":
+                event = value
+    if data:
+        yield event, "\n".join(data)
+
+
+def _take_event(body: dict, event: Union[str, None], data: str, on_text: OnText) -> Union[str, None]:
+    """Fold one event into ``body``; return what went wrong, or ``None``."""
+    if event == "error":  # Groq ends a failed stream with an "event: error"
+        return f"error in stream: {_provider_message(data)}"
+    try:
+        chunk = json.loads(data)
+    except ValueError:
+        return f"stream data is not JSON: {_plain_text(data)}"
+    if not isinstance(chunk, dict):
+        return f"stream data is not a JSON object: {_plain_text(data)}"
+    problem = _merge_chunk(body, chunk, on_text)
+    if chunk.get("error") is not None:  # OpenRouter sends an upstream failure as a chunk with "error"
+        return f"error in stream: {_provider_message(data)}"
+    return problem
+
+
+def _merge_chunk(body: dict, chunk: dict, on_text: OnText) -> Union[str, None]:
+    """Fold one ``chat.completion.chunk`` into ``body``; return a problem, or ``None``."""
+    for key in ("id", "created", "model"):  # Azure's first chunk has an empty id and model
+        if chunk.get(key) and not body.get(key):
+            body[key] = chunk[key]
+    if chunk.get("usage") is not None:  # the last one counts: xAI sends usage on every chunk
+        body["usage"] = chunk["usage"]
+    for choice in _array(chunk.get("choices")):  # the usage chunk has "choices": []
+        if isinstance(choice, dict) and choice.get("index", 0) == 0:
+            empty = {"index": 0, "message": {"role": "assistant", "content": []}, "finish_reason": None}
+            target = body.setdefault("choices", [empty])[0]
+            if choice.get("finish_reason") is not None:
+                target["finish_reason"] = choice["finish_reason"]
+            return _merge_delta(target["message"], _object(choice.get("delta")), on_text)
+    return None
+
+
+def _merge_delta(message: dict, delta: dict, on_text: OnText) -> Union[str, None]:
+    """Fold one ``delta`` into the message built so far; its text goes on to ``on_text``."""
+    text, thinking = _split_content(delta.get("content"))
+    for kind, piece in (("thinking", thinking), ("text", text)):  # content is kept as a list of parts
+        if piece and message["content"] and message["content"][-1]["type"] == kind:
+            message["content"][-1][kind] += piece
+        elif piece:
+            message["content"].append({"type": kind, kind: piece})
+    if text:
+        on_text(text)
+    for key in ("reasoning_content", "reasoning", "refusal"):
+        if isinstance(delta.get(key), str):
+            message[key] = message.get(key, "") + delta[key]
+    for call_delta in _array(delta.get("tool_calls")):
+        problem = _merge_tool_call(message.setdefault("tool_calls", []), _object(call_delta))
+        if problem:
+            return problem
+    return None
+
+
+def _merge_tool_call(calls: list, delta: dict) -> Union[str, None]:
+    """Fold one tool-call delta into ``calls``; return a problem when its index is ambiguous."""
+    call = _find_call(calls, delta)
+    if call is None:
+        call = {"index": delta.get("index"), "id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+        calls.append(call)
+    new_id, function = delta.get("id") or "", _object(delta.get("function"))
+    if new_id and call["id"] and new_id != call["id"]:
+        return f"tool calls {call['id']!r} and {new_id!r} were both streamed with index {call['index']}"
+    # llama.cpp and Kimi repeat the id and name in every chunk: take each once, never join them
+    call["id"] = call["id"] or new_id
+    call["function"]["name"] = call["function"]["name"] or function.get("name") or ""
+    arguments, so_far = function.get("arguments"), call["function"]["arguments"]
+    if isinstance(arguments, str) and isinstance(so_far, str):  # split at arbitrary points
+        call["function"]["arguments"] = so_far + arguments
+    elif arguments is not None:  # an object, not a JSON string
+        call["function"]["arguments"] = arguments
+    return None
+
+
+def _find_call(calls: list, delta: dict) -> Union[dict, None]:
+    """Return the call a delta continues: by ``index``, else by ``id``, else the latest one."""
+    if delta.get("index") is not None:
+        return next((call for call in calls if call["index"] == delta["index"]), None)
+    if delta.get("id"):  # Mistral streams whole calls without "index", told apart by id
+        return next((call for call in calls if call["id"] == delta["id"]), None)
+    return calls[-1] if calls else None  # Ollama and Gemini: one whole call with neither
+
+
+# --- error messages ----------------------------------------------------------------------
+
+
+def _http_error(status: int, text: str) -> LlmResponse:
+    """Return the response for an HTTP error status: ``"HTTP 404: <the server's message>"``."""
+    message = _provider_message(text) or http.client.responses.get(status, "no message")
+    return LlmResponse(error_message=f"HTTP {status}: {message}", status_code=status)
+
+
+def _provider_message(text: str) -> str:
+    """Return the server's message from an error body; a body that is not JSON, as plain text."""
+    try:
+        found = _message_in(json.loads(text))
+    except ValueError:
+        found = None
+    return _plain_text(text) if found is None else found
+
+
+def _message_in(data: Any) -> Union[str, None]:
+    """Find the message in parsed error JSON: ``error.message``, ``error``, ``message``, ``detail``."""
+    if isinstance(data, list) and data:  # Google wraps its error body in an array
+        data = data[0]
+    if not isinstance(data, dict):
+        return None
+    error = data.get("error")
+    for found in (_object(error).get("message"), error, data.get("message"), data.get("detail")):
+        if isinstance(found, str):  # Mistral puts "message" at the top, FastAPI servers "detail"
+            return found
+    for value in data.values():  # Portkey wraps the upstream JSON body in a string field
+        if isinstance(value, str) and value.lstrip().startswith(("{", "[")):
+            try:
+                found = _message_in(json.loads(value))
+            except ValueError:
+                continue
+            if found is not None:
+                return found
+    return None
+
+
+def _plain_text(text: str) -> str:
+    """Return a body as one short line: HTML tags dropped, whitespace squeezed, cut to ``MAX_ERROR_CHARS``."""
+    if text.lstrip().startswith("<"):  # an HTML error page from a proxy
+        text = re.sub(r"<[^>]*>", " ", text)
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS] + "..."
+
+
+def _read_quietly(error: urllib.error.HTTPError) -> str:
+    """Return an error response's body text, or ``""`` when it cannot be read."""
+    try:
+        return error.read().decode("utf-8", "replace")
+    except (OSError, http.client.HTTPException):
+        return ""
+
+
+def _describe(error: BaseException) -> str:
+    """Say what went wrong on the network in a few words (``timed out``, ``Connection refused``)."""
+    reason = getattr(error, "reason", error)  # urllib wraps the cause in URLError.reason
+    return str(reason) or type(reason).__name__
