@@ -47,6 +47,7 @@ class FakeLlm:
     def __init__(self, script: Union[list, Callable[[LlmRequest], Reply]]) -> None:
         self.script = script
         self.requests: list[LlmRequest] = []
+        self.replies_given = 0  # a rejected request uses up no scripted reply
 
     @classmethod
     def replaying(cls, conversation: list) -> "FakeLlm":
@@ -76,14 +77,14 @@ class FakeLlm:
     def _next_reply(self, request: LlmRequest) -> Reply:
         if callable(self.script):
             return self.script(request)
-        number = len(self.requests)
-        if number > len(self.script):
+        if self.replies_given == len(self.script):
             last = request.contents[-1] if request.contents else None
             raise FakeLlmScriptError(
-                f"FakeLlm was called {number} times but its script has only {len(self.script)} "
+                f"FakeLlm was called {len(self.requests)} times but its script has only {len(self.script)} "
                 f"replies; the last message it was shown: {last!r}"
             )
-        return self.script[number - 1]
+        self.replies_given += 1
+        return self.script[self.replies_given - 1]
 
 
 def as_response(reply: Reply) -> LlmResponse:

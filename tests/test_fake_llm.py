@@ -2,9 +2,11 @@
 
 import pytest
 
+from agent import LlmCall, agent_life_cycle
 from fake_llm import FakeLlm, FakeLlmScriptError
 from llm_client import LlmRequest, LlmResponse
 from messages import Message, ToolCall, ToolResult
+from tools import tool
 
 QUESTION = [Message("system", "Be brief."), Message("user", "2 + 3?")]
 CALL = ToolCall("call_1", "add", {"a": 2, "b": 3})
@@ -109,6 +111,12 @@ def test_a_rejected_request_is_still_recorded():
     assert fake.requests == [request]
 
 
+def test_a_rejected_request_uses_up_no_scripted_reply():
+    fake = FakeLlm(["First.", "Second."])
+    ask(fake, [ToolResult("call_9", "add", "5")])
+    assert ask(fake, QUESTION).text == "First."
+
+
 def test_a_valid_multi_step_conversation_is_accepted():
     contents = [
         Message("system", "Be brief."),
@@ -149,3 +157,15 @@ def test_replaying_scripts_the_model_replies_of_a_conversation():
         Message("assistant", "It is 5."),
     ]
     assert FakeLlm.replaying(conversation).script == [[Message("assistant", "Adding."), CALL], [Message("assistant", "It is 5.")]]
+
+
+def test_replaying_a_run_through_the_agent_loop_gives_the_same_conversation():
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    script = [["Adding.", CALL, ToolCall("call_2", "add", {"a": 1, "b": "x"})], ToolCall("call_3", "add", {"a": 5, "b": 5}), "It is 10."]
+    original = agent_life_cycle("Be brief.", "2 + 3, doubled?", LlmCall(FakeLlm(script)), tool_set={"add": add})
+    replayed = agent_life_cycle("Be brief.", "2 + 3, doubled?", LlmCall(FakeLlm.replaying(original)), tool_set={"add": add})
+    assert replayed == original
