@@ -83,7 +83,8 @@ def test_a_bad_spec_file_is_a_usage_error_naming_the_field(tmp_path):
 
 
 def test_a_run_that_stops_exits_1_and_says_why(tmp_path):
-    spec = {"task": "Add.", "base_url": f"http://127.0.0.1:{closed_port()}/v1", "max_steps": 1}
+    base_url = f"http://127.0.0.1:{closed_port()}/v1"
+    spec = {"task": "Add.", "base_url": base_url, "max_steps": 1, "options": {"max_retries": 0}}  # no backoff waits
     done = run_cli("--spec", write_spec(tmp_path, spec))
     assert (done.returncode, done.stderr.startswith("stopped (llm_error): "), done.stderr.splitlines()[-1]) == (
         1,
