@@ -88,7 +88,7 @@ class LoopbackServer:
         self.base_url = f"http://127.0.0.1:{self._server.server_port}/v1"
 
     def __enter__(self) -> "LoopbackServer":
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, args=(0.01,), daemon=True).start()
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
