@@ -181,7 +181,8 @@ class LlmCall:
     """``llm_call(conversation, tool_set, on_text=None)`` backed by an ``LlmClient`` or ``FakeLlm``.
 
     Turns a failed call into ``AgentStopped("llm_error")``, a cut-off reply into
-    ``AgentStopped("truncated")`` (its half-written tool calls are never run), and adds up
+    ``AgentStopped("truncated")`` (its half-written tool calls are never run), an empty
+    reply into an empty assistant message (so the turn stays in the history), and adds up
     the reported usage in ``usage``; with ``token_budget`` it refuses a call once the
     input and output tokens used reach the budget (``AgentStopped("token_budget")``).
     """
@@ -206,7 +207,7 @@ class LlmCall:
             raise AgentStopped("llm_error", response.error_message, partial=response.content)
         if response.is_truncated:
             raise AgentStopped("truncated", f"finish_reason {response.finish_reason!r}", partial=response.content)
-        return response.content
+        return response.content or [Message("assistant", "")]  # an empty reply is still a turn: keep it
 
 
 # --- the demo tools ------------------------------------------------------------------------
