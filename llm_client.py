@@ -1,12 +1,11 @@
 """The wire: LlmRequest and LlmResponse, and LlmClient for OpenAI-compatible servers.
 
-``LlmClient.generate`` sends one chat-completions request (``POST {base_url}/chat/completions``)
-and returns an ``LlmResponse``; it never raises for what the network or the server does.
-The wire mapping is plain functions written as dicts shaped like the OpenAI spec, with
-every quirk of a real server marked where it is handled: ``_build_messages`` (our messages
-to wire messages), ``LlmClient._build_body`` (the request body) and ``_parse_response`` (a
-response body to an ``LlmResponse``). A stream is folded into the same dict a plain call
-returns and read by the same ``_parse_response``.
+``LlmClient.generate`` makes one chat-completions call and returns an ``LlmResponse``; it
+never raises for what the network or the server does. The mapping is written as dicts
+shaped like the OpenAI spec, each server quirk marked where it is handled:
+``_build_messages`` and ``LlmClient._build_body`` build the request, ``_parse_response``
+reads the response. A stream is folded into the body a plain call returns, then read by
+the same ``_parse_response``.
 
 Needs ``messages`` and ``tools``.
 
@@ -32,13 +31,13 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Callable, Iterator, Union
 
 from messages import AnyMessage, Message, ToolCall, ToolResult
 from tools import Tool
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+"""Where requests go when neither ``base_url`` nor ``$OPENAI_BASE_URL`` says otherwise."""
 
 MAX_RETRY_DELAY = 60.0
 """The longest wait between two attempts, in seconds, whatever the server asks for."""
@@ -47,13 +46,14 @@ MAX_ERROR_CHARS = 500
 """How much of an error body that is not JSON an ``error_message`` quotes."""
 
 OnText = Callable[[str], None]
+"""The streaming callback: called with each piece of the reply's text as it arrives."""
 
 
 @dataclass
 class LlmRequest:
     """What to send to the model.
 
-    ``instructions`` become system messages ahead of ``contents``; ``contents`` is the
+    ``instructions`` become one system message ahead of ``contents``; ``contents`` is the
     conversation (our message dataclasses); ``tools`` are offered to the model;
     ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"``, a tool's name, or ``None``
     to leave it to the server's default.
@@ -116,24 +116,14 @@ class LlmClient:
     read of a stream. ``max_retries`` extra attempts follow a failure worth retrying (see
     ``generate``), waiting with ``sleep``. ``stream_usage=False`` stops asking streams for
     usage, for servers that reject ``stream_options``. Raises ``ValueError`` for a base URL
-    that is not http(s) and for a config key the client sets itself. The key appears in
-    neither ``repr`` nor any error message.
+    that is not http(s), a negative ``max_retries``, and a config key the client sets itself.
+    The key appears in neither ``repr`` nor any error message.
     """
 
-    def __init__(
-        self,
-        model: str,
-        base_url: Union[str, None] = None,
-        api_key: Union[str, None] = None,
-        *,
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        headers: Union[dict, None] = None,
-        query: Union[dict, None] = None,
-        stream_usage: bool = True,
-        sleep: Callable[[float], None] = time.sleep,
-        **config: Any,
-    ) -> None:
+    def __init__(self, model: str, base_url: Union[str, None] = None, api_key: Union[str, None] = None, *,
+                 timeout: float = 60.0, max_retries: int = 2, headers: Union[dict, None] = None,
+                 query: Union[dict, None] = None, stream_usage: bool = True,
+                 sleep: Callable[[float], None] = time.sleep, **config: Any) -> None:
         self.model = model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         self.api_key = os.environ.get("OPENAI_API_KEY") if api_key is None else api_key
@@ -141,6 +131,8 @@ class LlmClient:
         self.headers, self.query, self.stream_usage = dict(headers or {}), dict(query or {}), stream_usage
         if not self.base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://; got {self.base_url!r}")
+        if max_retries < 0:
+            raise ValueError(f"max_retries is the number of extra attempts, 0 or more; got {max_retries}")
         for key in ("messages", "tools", "tool_choice", "stream"):
             if key in config:
                 raise ValueError(f"{key!r} cannot be set as config: the client builds it from the LlmRequest")
@@ -189,7 +181,8 @@ class LlmClient:
         url = f"{self.base_url}/chat/completions"
         if self.query:
             url += "?" + urllib.parse.urlencode(self.query)
-        headers = {"Content-Type": "application/json", "User-Agent": "plainagent"}  # some CDNs refuse urllib's
+        # a User-Agent of our own: some CDNs refuse urllib's default one
+        headers = {"Content-Type": "application/json", "User-Agent": "plainagent"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         data = json.dumps(body).encode("utf-8")
@@ -198,7 +191,7 @@ class LlmClient:
             response = urllib.request.urlopen(request, timeout=self.timeout)
         except urllib.error.HTTPError as error:
             with error:
-                return _http_error(error.code, _read_quietly(error)), _retry_after(error.headers)
+                return _http_error(error), _retry_after(error.headers)
         except (OSError, http.client.HTTPException) as error:  # refused, timed out, closed before answering
             return LlmResponse(error_message=f"no answer from the server: {_describe(error)}"), None
         with response:
@@ -207,15 +200,14 @@ class LlmClient:
         return result, None
 
     def _redacted(self, response: LlmResponse) -> LlmResponse:
-        """Return ``response`` with the key, and header or query values named like secrets, cut out.
+        """Return ``response`` with secrets cut out of its error message: a server may echo a key back.
 
-        Our messages never quote requests, but a server may echo a key back in its error body.
+        Secrets are the key and the header and query values named like one, if 8 characters
+        or longer (a shorter value cannot be told from ordinary words).
         """
-        secrets = [self.api_key] + [
-            value for name, value in [*self.headers.items(), *self.query.items()]
-            if re.search("key|auth|token|secret", name, re.IGNORECASE)
-        ]
-        for secret in secrets:  # a shorter value cannot be told from ordinary words
+        named = [value for name, value in [*self.headers.items(), *self.query.items()]
+                 if re.search("key|auth|token|secret", name, re.IGNORECASE)]
+        for secret in [self.api_key, *named]:
             if secret and len(secret) >= 8 and response.error_message:
                 response.error_message = response.error_message.replace(secret, "[redacted]")
         return response
@@ -233,34 +225,31 @@ def _backoff(attempt: int) -> float:
     return ceiling / 2 + random.random() * ceiling / 2
 
 
-def _retry_after(headers: Any) -> Union[float, None]:
-    """Return the wait in seconds an error response asks for (capped at ``MAX_RETRY_DELAY``), or ``None``."""
+def _retry_after(headers: http.client.HTTPMessage) -> Union[float, None]:
+    """Return the wait an error response asks for, in seconds up to ``MAX_RETRY_DELAY``, or ``None``."""
     milliseconds, value = headers.get("retry-after-ms"), headers.get("retry-after")
     try:
         if milliseconds:  # OpenAI and Azure also send the wait in milliseconds
             seconds = float(milliseconds) / 1000
-        elif value:  # seconds, or an HTTP date (RFC 9110)
-            seconds = float(value) if re.fullmatch(r"\s*[\d.]+\s*", value) else _seconds_until(value)
+        elif value and re.fullmatch(r"\s*[\d.]+\s*", value):
+            seconds = float(value)
+        elif value:  # the other form of Retry-After: an HTTP date
+            seconds = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
         else:
             return None
-    except (ValueError, TypeError):
+    except (ValueError, TypeError):  # a value that is neither
         return None
     return max(0.0, min(seconds, MAX_RETRY_DELAY))
-
-
-def _seconds_until(http_date: str) -> float:
-    """Seconds from now until an HTTP date; raises ``ValueError`` or ``TypeError`` for a bad date."""
-    return (email.utils.parsedate_to_datetime(http_date) - datetime.now(timezone.utc)).total_seconds()
 
 
 # --- our messages to the wire ------------------------------------------------------------
 
 
 def _build_messages(request: LlmRequest) -> list[dict]:
-    """Return the wire ``messages`` of a request: the instructions, then the conversation.
+    """Return the wire ``messages``: the instructions, then the conversation.
 
-    An assistant ``Message`` and the ``ToolCall`` objects after it are one assistant reply,
-    so they become one wire message carrying ``tool_calls``.
+    An assistant ``Message`` and the ``ToolCall`` objects after it are one reply, so they
+    become one assistant message carrying ``tool_calls``.
     """
     messages: list[dict] = []
     if request.instructions:  # one system message: many chat templates take only one, and first
@@ -268,12 +257,11 @@ def _build_messages(request: LlmRequest) -> list[dict]:
     for item in request.contents:
         if isinstance(item, ToolCall):
             if not messages or messages[-1]["role"] != "assistant":
-                # A reply of tool calls only gets content "", the form the most servers accept:
+                # A reply of tool calls only gets content "", the form most servers accept:
                 # null is refused by llama.cpp (ggml-org/llama.cpp#13471), llama-cpp-python,
-                # Ollama (pydantic/pydantic-ai#5206) and LM Studio (lmstudio-bug-tracker#261),
-                # and chat templates that read message.content fail when the key is missing
-                # (abetlen/llama-cpp-python#1805). OpenAI, DeepSeek, Groq, Mistral and
-                # Bedrock's OpenAI endpoint take "" (agentjido/req_llm#966).
+                # Ollama (pydantic/pydantic-ai#5206) and LM Studio (lmstudio-bug-tracker#261);
+                # a missing key breaks chat templates (abetlen/llama-cpp-python#1805); OpenAI,
+                # DeepSeek and Bedrock's OpenAI endpoint take "" (agentjido/req_llm#966).
                 messages.append({"role": "assistant", "content": ""})
             messages[-1].setdefault("tool_calls", []).append(_wire_tool_call(item))
         elif isinstance(item, ToolResult):
@@ -297,10 +285,9 @@ def _wire_tool_call(call: ToolCall) -> dict:
 def _parse_response(body: Any) -> LlmResponse:
     """Return the ``LlmResponse`` for a ``chat.completion`` body, read from choice 0.
 
-    Tolerates what real servers send: content null, missing, a list of parts or an object;
-    tool-call arguments "", null, missing, an object or broken JSON; tool calls without an
-    id. A body that is not an object, that holds an ``error``, or that has no choices gives
-    an ``error_message``.
+    Takes content null, missing, a list of parts or an object; arguments "", null, missing,
+    an object or broken JSON; tool calls without ids. A body that is not an object, holds an
+    ``error`` or has no choices gives an ``error_message``.
     """
     if not isinstance(body, dict):
         return LlmResponse(error_message=f"response is not a JSON object: {_plain_text(json.dumps(body))}")
@@ -369,8 +356,7 @@ def _parse_tool_call(call: dict, position: int, body: dict) -> ToolCall:
 def _fallback_call_id(body: dict, position: int) -> str:
     """Return an id for a tool call sent without one, from a hash of the whole response.
 
-    The same response always gets the same ids, so a replayed recording is repeatable, and
-    two responses do not share one.
+    A replayed recording gets the same ids; two responses do not share one.
     """
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8")).hexdigest()
     return f"call_{digest[:12]}_{position}"
@@ -419,9 +405,8 @@ def _read_stream(response: http.client.HTTPResponse, on_text: OnText) -> LlmResp
     """Fold an event stream of chunks into a ``chat.completion`` body and parse that.
 
     Text reaches ``on_text`` as each event is read. A broken connection, data that is not
-    JSON, an ambiguous tool call, or an error sent inside the stream stops the reading with
-    ``error_message`` set; ``content`` keeps what came before. A stream that closes without
-    ``[DONE]`` or a finish reason is complete.
+    JSON, an ambiguous tool call or an error sent in the stream stops the reading with
+    ``error_message`` set, keeping what came before. A stream may end without ``[DONE]``.
     """
     body: dict = {}
     problem, count = None, 0
@@ -517,11 +502,12 @@ def _merge_chunk(body: dict, chunk: dict, on_text: OnText) -> Union[str, None]:
 def _merge_delta(message: dict, delta: dict, on_text: OnText) -> Union[str, None]:
     """Fold one ``delta`` into the message built so far; its text goes on to ``on_text``."""
     text, thinking = _split_content(delta.get("content"))
-    for kind, piece in (("thinking", thinking), ("text", text)):  # content is kept as a list of parts
-        if piece and message["content"] and message["content"][-1]["type"] == kind:
-            message["content"][-1][kind] += piece
+    parts = message["content"]  # kept as parts: {"type": "text", "text": ...} and "thinking" alike
+    for kind, piece in (("thinking", thinking), ("text", text)):
+        if piece and parts and parts[-1]["type"] == kind:
+            parts[-1][kind] += piece
         elif piece:
-            message["content"].append({"type": kind, kind: piece})
+            parts.append({"type": kind, kind: piece})
     if text:
         on_text(text)
     for key in ("reasoning_content", "reasoning", "refusal"):
@@ -566,10 +552,14 @@ def _find_call(calls: list, delta: dict) -> Union[dict, None]:
 # --- error messages ----------------------------------------------------------------------
 
 
-def _http_error(status: int, text: str) -> LlmResponse:
+def _http_error(error: urllib.error.HTTPError) -> LlmResponse:
     """Return the response for an HTTP error status: ``"HTTP 404: <the server's message>"``."""
-    message = _provider_message(text) or http.client.responses.get(status, "no message")
-    return LlmResponse(error_message=f"HTTP {status}: {message}", status_code=status)
+    try:
+        text = error.read().decode("utf-8", "replace")
+    except (OSError, http.client.HTTPException):  # the error body itself broke off
+        text = ""
+    message = _provider_message(text) or http.client.responses.get(error.code, "no message")
+    return LlmResponse(error_message=f"HTTP {error.code}: {message}", status_code=error.code)
 
 
 def _provider_message(text: str) -> str:
@@ -608,14 +598,6 @@ def _plain_text(text: str) -> str:
         text = re.sub(r"<[^>]*>", " ", text)
     text = " ".join(text.split())
     return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS] + "..."
-
-
-def _read_quietly(error: urllib.error.HTTPError) -> str:
-    """Return an error response's body text, or ``""`` when it cannot be read."""
-    try:
-        return error.read().decode("utf-8", "replace")
-    except (OSError, http.client.HTTPException):
-        return ""
 
 
 def _describe(error: BaseException) -> str:
