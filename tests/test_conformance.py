@@ -17,7 +17,8 @@ from llm_client import LlmClient, LlmRequest, LlmResponse
 from loopback import LoopbackServer, Reply
 from messages import Message
 
-CORPUS = Path(os.environ.get("PLAINAGENT_CONFORMANCE_DIR") or Path(__file__).resolve().parents[2] / "shared" / "conformance")
+DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "conformance"
+CORPUS = Path(os.environ.get("PLAINAGENT_CONFORMANCE_DIR") or DEFAULT_CORPUS)
 CASE_FILES = sorted((CORPUS / "cases").glob("*.json"))
 
 if not CASE_FILES:
@@ -25,7 +26,8 @@ if not CASE_FILES:
 
 pytestmark = pytest.mark.conformance
 
-BLANK_ARGUMENTS = "blank or absent tool-call arguments mean no arguments: ToolCall.arguments is {}, the value a tool runs with"
+BLANK_ARGUMENTS = ("blank or absent tool-call arguments mean no arguments: ToolCall.arguments is {}, "
+                   "the value a tool runs with")
 GENERATED_ID = ("a tool call sent without an id gets an id made from a hash of the response, so its ToolResult "
                 "can be matched to it and a replay gives the same id")
 
@@ -39,7 +41,8 @@ DIFFERENCES = {
         "tool_calls": [{"id": "toolu_bdrk_01TPK8QRAHByJ1TANL9PDZQK", "name": "get_date", "arguments": {}}],
     }),
     "openrouter__tool-call-missing-arguments": (BLANK_ARGUMENTS, {
-        "tool_calls": [{"id": "toolu_vrtx_015QAXScZzRDPttiPoc34AdD", "name": "find_education_content", "arguments": {}}],
+        "tool_calls": [{"id": "toolu_vrtx_015QAXScZzRDPttiPoc34AdD", "name": "find_education_content",
+                        "arguments": {}}],
     }),
     "gemini-openai-compat__tool-call-no-id": (GENERATED_ID, {
         "tool_calls": [{"id": "call_cdccbb0a254d_0", "name": "get_current_time", "arguments": {}}],
@@ -88,9 +91,10 @@ def test_recorded_response_is_read_as_expected(path):
     reply = Reply(recorded["status"], recorded["body"], content_type=recorded["content_type"] or "application/json")
     streaming = case["request"]["body"].get("stream") is True
     pieces: list = []
+    request = LlmRequest(contents=[Message("user", "replay")])
     with LoopbackServer([reply]) as server:
         client = LlmClient(case["request"]["body"].get("model", "model"), server.base_url, "sk-conformance", max_retries=0)
-        response = client.generate(LlmRequest(contents=[Message("user", "replay")]), on_text=pieces.append if streaming else None)
+        response = client.generate(request, on_text=pieces.append if streaming else None)
     expected = expected_of(case)
     for key, ours in DIFFERENCES.get(path.stem, ("", {}))[1].items():
         assert expected[key] != ours, f"{path.stem} no longer differs in {key!r}: remove it from DIFFERENCES"

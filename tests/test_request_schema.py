@@ -19,13 +19,13 @@ from loopback import LoopbackServer, Reply, sse_pieces
 from messages import Message, ToolCall, ToolResult
 from tools import tool
 
-jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is not installed (pip install -r requirements-dev.txt)")
+jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is not installed: pip install -r requirements-dev.txt")
 
-CORPUS = Path(os.environ.get("PLAINAGENT_CONFORMANCE_DIR") or Path(__file__).resolve().parents[2] / "shared" / "conformance")
-SPEC = CORPUS / "openai-spec"
+DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "conformance"
+SPEC = Path(os.environ.get("PLAINAGENT_CONFORMANCE_DIR") or DEFAULT_CORPUS) / "openai-spec"
 
 if not (SPEC / "request.schema.json").is_file():
-    pytest.skip(f"no request schema at {SPEC / 'request.schema.json'} (set PLAINAGENT_CONFORMANCE_DIR)", allow_module_level=True)
+    pytest.skip(f"no {SPEC / 'request.schema.json'} (set PLAINAGENT_CONFORMANCE_DIR)", allow_module_level=True)
 
 VALIDATOR = jsonschema.Draft202012Validator(json.loads((SPEC / "request.schema.json").read_text(encoding="utf-8")))
 
@@ -52,10 +52,11 @@ SHAPES = {
     "tool-choice-named": LlmRequest(contents=[QUESTION], tools=[get_weather], tool_choice="get_weather"),
     "tool-calls-only": LlmRequest(contents=[QUESTION, CALL, ToolCall("call_2", "get_weather", {"city": "Rome"})],
                                   tools=[get_weather]),
-    "text-and-tool-calls": LlmRequest(contents=[QUESTION, Message("assistant", "Checking."), CALL], tools=[get_weather]),
+    "text-and-tool-calls": LlmRequest(contents=[QUESTION, Message("assistant", "Checking."), CALL],
+                                      tools=[get_weather]),
     "tool-results": LlmRequest(contents=[QUESTION, CALL, ToolResult("call_1", "get_weather", "sunny"),
                                          Message("assistant", "Sunny.")], tools=[get_weather]),
-    "raw-arguments": LlmRequest(contents=[QUESTION, ToolCall.from_arguments_text("call_1", "get_weather", '{"city": "Par'),
+    "raw-arguments": LlmRequest(contents=[QUESTION, ToolCall.from_arguments_text("call_1", "get_weather", '{"ci'),
                                           ToolResult("call_1", "get_weather", "bad arguments", is_error=True)],
                                 tools=[get_weather]),
 }
