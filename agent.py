@@ -185,11 +185,23 @@ class LlmCall:
     reply into an empty assistant message (so the turn stays in the history), and adds up
     the reported usage in ``usage``; with ``token_budget`` it refuses a call once the
     input and output tokens used reach the budget (``AgentStopped("token_budget")``).
+    With ``max_tool_rounds``, once the model has made that many rounds of tool calls since
+    the last user message it is asked with ``tool_choice: "none"``, so it must answer.
     """
 
-    def __init__(self, client: Any, *, tool_choice: Union[str, None] = "auto", token_budget: Union[int, None] = None):
+    def __init__(self, client: Any, *, tool_choice: Union[str, None] = "auto",
+                 token_budget: Union[int, None] = None, max_tool_rounds: Union[int, None] = None):
         self.client, self.tool_choice, self.token_budget = client, tool_choice, token_budget
+        self.max_tool_rounds = max_tool_rounds
         self.usage = {"input_tokens": 0, "output_tokens": 0}
+
+    def choose_tool_choice(self, conversation: list, tool_set: ToolSet) -> Union[str, None]:
+        """Return the ``tool_choice`` for this turn: none without tools, "none" past the rounds."""
+        if not tool_set:
+            return None
+        if self.max_tool_rounds is not None and count_tool_rounds(conversation) >= self.max_tool_rounds:
+            return "none"
+        return self.tool_choice
 
     def __call__(self, conversation: list, tool_set: ToolSet, on_text: Union[Callable[[str], None], None] = None) -> list:
         used = self.usage["input_tokens"] + self.usage["output_tokens"]
@@ -198,7 +210,7 @@ class LlmCall:
         request = LlmRequest(
             contents=list(conversation),
             tools=list(tool_set.values()),
-            tool_choice=self.tool_choice if tool_set else None,
+            tool_choice=self.choose_tool_choice(conversation, tool_set),
         )
         response = self.client.generate(request, on_text=on_text)
         for key in self.usage:
@@ -208,6 +220,17 @@ class LlmCall:
         if response.is_truncated:
             raise AgentStopped("truncated", f"finish_reason {response.finish_reason!r}", partial=response.content)
         return response.content or [Message("assistant", "")]  # an empty reply is still a turn: keep it
+
+
+def count_tool_rounds(conversation: list) -> int:
+    """Return how many replies since the last user message asked for tools."""
+    rounds = 0
+    for index, message in enumerate(conversation):
+        if isinstance(message, Message) and message.role == "user":
+            rounds = 0
+        elif isinstance(message, ToolCall) and not (index and isinstance(conversation[index - 1], ToolCall)):
+            rounds += 1
+    return rounds
 
 
 # --- the demo tools ------------------------------------------------------------------------
@@ -236,7 +259,10 @@ def calculator(expression: str) -> Union[int, float]:
         tree = ast.parse(expression, mode="eval")
     except SyntaxError as error:
         raise ValueError(f"not an arithmetic expression: {error.msg}") from None
-    return _evaluate(tree.body)
+    value = _evaluate(tree.body)
+    if isinstance(value, complex):  # (-8) ** 0.5
+        raise ValueError("the result is not a real number")
+    return value
 
 
 def _evaluate(node: ast.AST) -> Union[int, float]:
@@ -289,10 +315,11 @@ SPEC_FIELDS: dict[str, tuple[tuple[type, ...], Any]] = {
     "model": ((str,), "gpt-4o-mini"),
     "base_url": ((str, type(None)), None),  # None: OPENAI_BASE_URL, else OpenAI
     "api_key_env": ((str,), "OPENAI_API_KEY"),  # the key's variable, never the key itself
-    "options": ((dict,), {}),  # passed through into the request body (temperature, seed, ...)
+    "options": ((dict,), {}),  # LlmClient keyword arguments: body fields (temperature, seed, ...), timeout, ...
     "max_steps": ((int,), 20),
     "deadline_seconds": ((int, float, type(None)), None),
     "token_budget": ((int, type(None)), None),
+    "max_tool_rounds": ((int, type(None)), None),  # then the model must answer (tool_choice "none")
     "allow_subagents": ((bool,), False),
 }
 
@@ -358,7 +385,8 @@ class AgentLauncher:
         tool_set = {name: self.tools[name] for name in spec["tools"]}
         if spec["allow_subagents"] and depth < self.max_depth:
             tool_set["launch_agent"] = self.subagent_tool(spec, depth + 1)
-        llm_call = LlmCall(self.client_for(spec), token_budget=spec["token_budget"])
+        llm_call = LlmCall(self.client_for(spec), token_budget=spec["token_budget"],
+                           max_tool_rounds=spec["max_tool_rounds"])
         try:
             return agent_life_cycle(
                 spec["system_prompt"], user_message if history else spec["task"], llm_call,
@@ -450,6 +478,8 @@ def parse_arguments(argv: Union[list[str], None]) -> argparse.Namespace:
     parser.add_argument("--model", help="model name (default: $OPENAI_MODEL, else gpt-4o-mini)")
     parser.add_argument("--base-url", help="server base URL (default: $OPENAI_BASE_URL, else OpenAI)")
     parser.add_argument("--max-steps", type=int, help="most model calls in one run (default 20)")
+    parser.add_argument("--max-tool-rounds", type=int,
+                        help="after this many rounds of tool calls the model must answer without tools")
     parser.add_argument("--no-stream", action="store_true", help="print the answer when complete, not as it streams")
     parser.add_argument("--transcript", help="write every message to this JSON Lines file as it happens")
     parser.add_argument("--resume", help="continue the run saved in this transcript (and keep writing to it)")
@@ -475,7 +505,8 @@ def spec_from_arguments(arguments: argparse.Namespace, saved: Union[dict, None] 
             raise ValueError(f"{arguments.spec}: a task spec must be a JSON object")
     elif not arguments.demo and saved is None:
         spec["model"] = os.environ.get("OPENAI_MODEL", SPEC_FIELDS["model"][1])
-    flags = {"model": arguments.model, "base_url": arguments.base_url, "max_steps": arguments.max_steps}
+    flags = {"model": arguments.model, "base_url": arguments.base_url, "max_steps": arguments.max_steps,
+             "max_tool_rounds": arguments.max_tool_rounds}
     if saved is None:
         flags["task"] = arguments.task
     spec.update({key: value for key, value in flags.items() if value is not None})

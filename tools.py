@@ -287,8 +287,7 @@ def quote(text: str, limit: int = QUOTE_CHARS) -> str:
 
 _JSON_TYPES: dict[str, Callable[[Any], bool]] = {
     "string": lambda v: isinstance(v, str),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool)
-    or isinstance(v, float) and v.is_integer(),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),  # 2.0 is refused: the function wants an int
     "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
     "boolean": lambda v: isinstance(v, bool),
     "array": lambda v: isinstance(v, list),
@@ -366,7 +365,7 @@ def describe(schema: dict) -> str:
 def describe_value(value: Any) -> str:
     """Name a JSON value's type and quote it briefly: ``string 'two'``."""
     for name in ("null", "boolean", "integer", "number", "string", "array", "object"):
-        if _JSON_TYPES[name](value) and not (name == "integer" and isinstance(value, float)):
+        if _JSON_TYPES[name](value):
             shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
             return f"{name} {shown}"
     return type(value).__name__

@@ -339,3 +339,18 @@ def test_llm_call_asks_for_auto_tool_choice_only_when_there_are_tools():
     agent_life_cycle(None, "Hi.", LlmCall(with_tools), tool_set=TOOLS)
     agent_life_cycle(None, "Hi.", LlmCall(without_tools))
     assert (with_tools.requests[0].tool_choice, without_tools.requests[0].tool_choice) == ("auto", None)
+
+
+def test_past_max_tool_rounds_the_model_is_asked_to_answer_without_tools():
+    script = [ToolCall("call_1", "echo", {"text": "a"}), ToolCall("call_2", "echo", {"text": "b"}), "done"]
+    fake = FakeLlm(script)
+    agent_life_cycle("Be brief.", "Say hi.", LlmCall(fake, max_tool_rounds=2), tool_set=TOOLS)
+    assert [request.tool_choice for request in fake.requests] == ["auto", "auto", "none"]
+
+
+def test_tool_rounds_are_counted_from_the_last_user_message():
+    history = [Message("system", "s"), Message("user", "u"), ToolCall("call_1", "echo", {"text": "a"}),
+               ToolResult("call_1", "echo", "a"), Message("assistant", "a")]
+    fake = FakeLlm(["again"])
+    agent_life_cycle(None, "Once more.", LlmCall(fake, max_tool_rounds=1), tool_set=TOOLS, history=history)
+    assert fake.requests[0].tool_choice == "auto"

@@ -151,6 +151,11 @@ def test_the_calculator_refuses_numbers_too_large_to_compute(expression, message
     assert str(raised.value) == message
 
 
+def test_the_calculator_refuses_a_complex_result():
+    result = execute_tool_call(ToolCall("c", "calculator", {"expression": "(-8) ** 0.5"}), DEMO_TOOLS)
+    assert (result.is_error, result.content) == (True, "tool 'calculator' raised ValueError: the result is not a real number")
+
+
 def test_the_calculator_refuses_text_that_is_not_an_expression():
     with pytest.raises(ValueError, match="^not an arithmetic expression: "):
         calculator("2 +")

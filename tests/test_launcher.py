@@ -12,7 +12,7 @@ from messages import Message, ToolCall, ToolResult
 DEFAULT_SYSTEM = Message("system", "You are a helpful assistant. Use the tools when they help; answer briefly.")
 ALLOWED_FIELDS = (
     "task, system_prompt, tools, model, base_url, api_key_env, options, max_steps, "
-    "deadline_seconds, token_budget, allow_subagents"
+    "deadline_seconds, token_budget, max_tool_rounds, allow_subagents"
 )
 
 

@@ -278,6 +278,12 @@ def test_a_boolean_is_not_an_integer():
     )
 
 
+def test_a_whole_float_is_not_an_integer():
+    assert run(ToolCall("call_1", "add", {"a": 2.0}), add).content == (
+        "invalid arguments for tool 'add': argument 'a': expected integer, got number 2.0"
+    )
+
+
 def test_a_value_outside_the_enum_is_named_with_the_allowed_values():
     assert run(ToolCall("call_1", "paint", {"color": "blue"}), paint).content == (
         "invalid arguments for tool 'paint': argument 'color': expected one of \"red\", \"green\", got string 'blue'"
