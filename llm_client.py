@@ -420,8 +420,8 @@ def _read_stream(response: http.client.HTTPResponse, on_text: OnText) -> LlmResp
                 break
     except _StreamBroken as error:
         problem = f"stream broken off: {error}"
-    if count == 0 and not problem:
-        problem = "the server sent an empty stream"
+    if count == 0 and not problem:  # an empty body, or a server that ignored "stream" and sent JSON
+        problem = "the stream held no events"
     result = _parse_response(body)
     if problem:
         result.error_message = problem
@@ -544,9 +544,9 @@ def _find_call(calls: list, delta: dict) -> Union[dict, None]:
     """Return the call a delta continues: by ``index``, else by ``id``, else the latest one."""
     if delta.get("index") is not None:
         return next((call for call in calls if call["index"] == delta["index"]), None)
-    if delta.get("id"):  # Mistral streams whole calls without "index", told apart by id
+    if delta.get("id"):  # Mistral and Ollama stream whole calls without "index", told apart by id
         return next((call for call in calls if call["id"] == delta["id"]), None)
-    return calls[-1] if calls else None  # Ollama and Gemini: one whole call with neither
+    return calls[-1] if calls else None  # Gemini: one whole call with neither (its id is "")
 
 
 # --- error messages ----------------------------------------------------------------------

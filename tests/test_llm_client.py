@@ -349,7 +349,7 @@ def test_blank_or_absent_arguments_mean_no_arguments(function):
 
 
 def test_arguments_sent_as_an_object_are_used_as_they_are():
-    # some servers (Ollama's native shape behind proxies) send an object, not a JSON string
+    # arguments as an object, the way Ollama's own API sends them, instead of a JSON string
     body = tool_call_body({"name": "get_weather", "arguments": {"city": "Paris"}})
     assert _parse_response(body).content == [ToolCall("call_1", "get_weather", {"city": "Paris"})]
 

@@ -134,7 +134,7 @@ def test_fragments_without_index_or_id_continue_the_previous_call():
 
 
 def test_a_whole_call_without_index_or_id_gets_a_generated_id():
-    # Ollama and Gemini: one chunk holding the whole call, no index, id missing or ""
+    # Gemini: one chunk holding the whole call, with no index and the id ""
     chunks = [chunk({"tool_calls": [{"id": "", "type": "function",
                                      "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]}, "stop")]
     response, _, _ = run_stream([stream(sse_pieces(*chunks))])
@@ -246,7 +246,13 @@ def test_a_stream_without_a_finish_reason_is_complete_with_none():
 def test_an_empty_stream_is_an_error():
     # llama-cpp-python answers a streamed "auto" tool call with 200 and an empty body
     response, _, _ = run_stream([stream([])])
-    assert response == LlmResponse(error_message="the server sent an empty stream", status_code=200)
+    assert response == LlmResponse(error_message="the stream held no events", status_code=200)
+
+
+def test_a_json_body_sent_instead_of_a_stream_is_an_error():
+    body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"}, "finish_reason": "stop"}]}
+    response, pieces, _ = run_stream([Reply(body=body)])
+    assert (response, pieces) == (LlmResponse(error_message="the stream held no events", status_code=200), [])
 
 
 def test_a_chunked_body_cut_short_is_an_error_that_keeps_the_text():
