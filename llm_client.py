@@ -98,6 +98,7 @@ class LlmResponse:
         """The tool calls of the reply, in the order the model made them."""
         return [m for m in self.content if isinstance(m, ToolCall)]
 
+
 class LlmClient:
     """A client for one model on an OpenAI-compatible chat-completions server.
 
