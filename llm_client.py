@@ -440,6 +440,8 @@ def _lines(response: http.client.HTTPResponse) -> Iterator[str]:
                 yield from line.removesuffix(b"\r").decode("utf-8", "replace").split("\r")
     except (OSError, http.client.HTTPException) as error:  # reset, timed out, chunked body cut short
         raise _StreamBroken(_describe(error)) from error
+    if response.length:  # read1 ends quietly when a body with a Content-Length is cut short
+        raise _StreamBroken(f"the body ended {response.length} bytes short of its Content-Length")
     if pending:
         yield from pending.decode("utf-8", "replace").split("\r")
 

@@ -262,6 +262,17 @@ def test_a_chunked_body_cut_short_is_an_error_that_keeps_the_text():
     assert len(requests) == 1
 
 
+def test_a_body_cut_short_of_its_content_length_is_an_error_that_keeps_the_text():
+    whole = "".join(sse_pieces(*text_chunks("Hel", "lo")))
+    cut_in_the_done_line = whole[: whole.index("[DONE]") + 2]
+    reply = Reply(body=whole + " " * (2 * len(cut_in_the_done_line) - len(whole)), content_type="text/event-stream",
+                  ending="cut")  # padded so that the half the server sends ends inside "data: [DONE]"
+    response, pieces, requests = run_stream([reply])
+    assert response.error_message.startswith("stream broken off: the body ended ")
+    assert response.error_message.endswith(" bytes short of its Content-Length")
+    assert (response.content, pieces, len(requests)) == ([Message("assistant", "Hello")], ["Hel", "lo"], 1)
+
+
 def test_a_reset_connection_is_an_error_that_keeps_the_text():
     text_seen = threading.Event()
     pieces = sse_pieces(*text_chunks("Hel", "lo"))[:2]
