@@ -444,8 +444,8 @@ def demo_model(request: LlmRequest) -> list:
 class Printer:
     """Prints a run as it happens: tool calls, results, the answer (streamed when asked)."""
 
-    def __init__(self, out: Any = sys.stdout) -> None:
-        self.out, self.streamed = out, False
+    def __init__(self, out: Any = None) -> None:
+        self.out, self.streamed = out if out is not None else sys.stdout, False
 
     def on_text(self, piece: str) -> None:
         if not self.streamed:

@@ -64,6 +64,38 @@ def test_the_demo_shows_two_tool_calls_at_once_then_their_results_and_a_summary(
     )
 
 
+class Terminal:
+    """A stand-in stdout that says it is a terminal and keeps every write apart."""
+
+    def __init__(self):
+        self.writes = []
+
+    def isatty(self):
+        return True
+
+    def write(self, text):
+        self.writes.append(text)
+
+    def flush(self):
+        pass
+
+
+def test_in_a_terminal_the_answer_streams_piece_by_piece(monkeypatch):
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    assert agent.main(["--demo"]) == 0
+    first = terminal.writes.index("assistant: ")
+    assert terminal.writes[first + 1 : first + 4] == ["I'll ", "work ", "out "]
+    assert "".join(terminal.writes).count("assistant: ") == 2
+
+
+def test_no_stream_prints_each_answer_in_one_piece_even_in_a_terminal(monkeypatch):
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    assert agent.main(["--demo", "--no-stream"]) == 0
+    assert "assistant: I'll work out the sum and check the clock at the same time.\n" in terminal.writes
+
+
 def test_no_task_is_a_usage_error():
     done = run_cli()
     assert (done.returncode, done.stdout, done.stderr.splitlines()[-1]) == (
