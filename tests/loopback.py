@@ -32,9 +32,11 @@ class Reply:
     ``body`` is bytes, text, or a dict/list sent as JSON, with its ``Content-Length``.
     ``pieces`` instead sends each piece as one chunk of a chunked body, flushed at once.
     ``gates[i]`` is waited on before piece ``i`` is sent; ``gates[len(pieces)]`` before the
-    body ends. ``hold`` is waited on before anything is sent. ``ending`` is ``"complete"``,
-    ``"cut"`` (close mid-body: chunked without its last chunk, or half of ``body`` under the
-    full ``Content-Length``) or ``"reset"`` (the same, then a TCP reset instead of a close).
+    body ends. ``arrived`` is set when the request for this reply has been received, so a
+    test knows the client is now waiting. ``hold`` is waited on before anything is sent.
+    ``ending`` is ``"complete"``, ``"cut"`` (close mid-body: chunked without its last chunk,
+    or half of ``body`` under the full ``Content-Length``), ``"reset"`` (the same, then a TCP
+    reset instead of a close) or ``"drop"`` (a TCP reset before anything is sent).
     ``content_type`` ``None`` sends no ``Content-Type`` header.
     """
 
@@ -46,6 +48,7 @@ class Reply:
     gates: dict = field(default_factory=dict)
     hold: Union[threading.Event, None] = None
     ending: str = "complete"
+    arrived: Union[threading.Event, None] = None
 
 
 @dataclass
@@ -63,6 +66,19 @@ def sse_pieces(*chunks: Any, done: bool = True) -> list:
     """Return event-stream pieces: one ``data:`` event per chunk (dicts as JSON), then ``[DONE]``."""
     pieces = [f"data: {chunk if isinstance(chunk, str) else json.dumps(chunk)}\n\n" for chunk in chunks]
     return pieces + ["data: [DONE]\n\n"] if done else pieces
+
+
+def chat_completion(text: Union[str, None] = None, tool_calls: tuple = (), usage: Union[dict, None] = None) -> dict:
+    """Return a ``chat.completion`` body as OpenAI sends it: ``text`` and ``(id, name, arguments)`` calls."""
+    message: dict = {"role": "assistant", "content": text}
+    if tool_calls:
+        message["tool_calls"] = [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+            for call_id, name, arguments in tool_calls
+        ]
+    body = {"id": "chatcmpl-loopback", "object": "chat.completion", "created": 1, "model": "m", "choices": [
+        {"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}]}
+    return body if usage is None else {**body, "usage": usage}
 
 
 def free_port() -> int:
@@ -130,9 +146,14 @@ def _handler_for(server: LoopbackServer) -> type:
                 body = None
             headers = {name.lower(): value for name, value in self.headers.items()}
             reply = server.next_reply(Received(self.command, self.path, headers, raw, body))
+            if reply.arrived is not None:
+                reply.arrived.set()
             if reply.hold is not None:
                 reply.hold.wait(WAIT_SECONDS)
             self.close_connection = True
+            if reply.ending == "drop":
+                self._reset()
+                return
             self.send_response(reply.status)
             if reply.content_type is not None:
                 self.send_header("Content-Type", reply.content_type)
@@ -143,9 +164,12 @@ def _handler_for(server: LoopbackServer) -> type:
                 self._send_whole(reply)
             else:
                 self._send_pieces(reply)
-            if reply.ending == "reset":  # SO_LINGER 0: close() sends a TCP reset
-                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                self.connection.close()
+            if reply.ending == "reset":
+                self._reset()
+
+        def _reset(self) -> None:  # SO_LINGER 0: close() sends a TCP reset
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
 
         def _send_whole(self, reply: Reply) -> None:
             data = _as_bytes(reply.body)
