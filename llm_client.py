@@ -308,7 +308,7 @@ def _parse_response(body: Any) -> LlmResponse:
     return LlmResponse(
         content=([Message("assistant", text)] if text else []) + calls,
         usage_metadata=_usage(body.get("usage")),
-        finish_reason=finish_reason,
+        finish_reason=finish_reason if isinstance(finish_reason, str) else None,
         is_truncated=finish_reason == "length",
         reasoning=_reasoning(message) or thinking or None,
         refusal=refusal if isinstance(refusal, str) and refusal else None,
@@ -344,8 +344,8 @@ def _reasoning(message: dict) -> Union[str, None]:
 def _parse_tool_call(call: dict, position: int, body: dict) -> ToolCall:
     """Return one wire tool call as a ``ToolCall``; arguments that are not JSON stay as raw text."""
     function = _object(call.get("function"))
-    call_id = call.get("id") or _fallback_call_id(body, position)  # Gemini sends the id ""
-    name = function.get("name") or ""
+    call_id = _text(call.get("id")) or _fallback_call_id(body, position)  # Gemini sends the id ""
+    name = _text(function.get("name"))
     arguments = function.get("arguments")
     if isinstance(arguments, dict):  # some servers send an object, not a JSON string
         return ToolCall(call_id, name, arguments)
@@ -367,7 +367,8 @@ def _usage(usage: Any) -> Union[dict, None]:
     """Return ``usage_metadata`` from a wire ``usage`` object; a missing count is ``None``."""
     if not isinstance(usage, dict):
         return None
-    return {"input_tokens": usage.get("prompt_tokens"), "output_tokens": usage.get("completion_tokens")}
+    counts = {"input_tokens": usage.get("prompt_tokens"), "output_tokens": usage.get("completion_tokens")}
+    return {key: count if type(count) is int else None for key, count in counts.items()}  # not a whole number: missing
 
 
 def _object(value: Any) -> dict:
@@ -378,6 +379,11 @@ def _object(value: Any) -> dict:
 def _array(value: Any) -> list:
     """Return ``value`` if it is a JSON array, else ``[]``."""
     return value if isinstance(value, list) else []
+
+
+def _text(value: Any) -> str:
+    """Return ``value`` if it is a JSON string, else ``""``."""
+    return value if isinstance(value, str) else ""
 
 
 # --- reading responses -------------------------------------------------------------------
@@ -392,10 +398,11 @@ def _read_json(response: http.client.HTTPResponse) -> LlmResponse:
     if not text.strip():
         return LlmResponse(error_message="the server sent an empty body")
     try:
-        body = json.loads(text)  # leading whitespace is fine: OpenRouter pads while it waits
+        return _parse_response(json.loads(text))  # leading whitespace is fine: OpenRouter pads while it waits
     except ValueError:
         return LlmResponse(error_message=f"response is not JSON: {_plain_text(text)}")
-    return _parse_response(body)
+    except RecursionError:  # nested deeper than json.loads, or json.dumps of it again, can go
+        return LlmResponse(error_message="response is nested too deep to read")
 
 
 class _StreamBroken(Exception):
@@ -475,7 +482,7 @@ def _take_event(body: dict, event: Union[str, None], data: str, on_text: OnText)
         return f"error in stream: {_provider_message(data)}"
     try:
         chunk = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep to read
         return f"stream data is not JSON: {_plain_text(data)}"
     if not isinstance(chunk, dict):
         return f"stream data is not a JSON object: {_plain_text(data)}"
@@ -569,7 +576,7 @@ def _provider_message(text: str) -> str:
     """Return the server's message from an error body; a body that is not JSON, as plain text."""
     try:
         found = _message_in(json.loads(text))
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep to read
         found = None
     return _plain_text(text) if found is None else found
 
@@ -588,7 +595,7 @@ def _message_in(data: Any) -> Union[str, None]:
         if isinstance(value, str) and value.lstrip().startswith(("{", "[")):
             try:
                 found = _message_in(json.loads(value))
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             if found is not None:
                 return found

@@ -72,7 +72,7 @@ class ToolCall:
             return cls(tool_call_id, name, {})
         try:
             parsed = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deep to read
             return cls(tool_call_id, name, {}, raw_arguments=text)
         if not isinstance(parsed, dict):
             return cls(tool_call_id, name, {}, raw_arguments=text)
