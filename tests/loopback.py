@@ -14,12 +14,17 @@ the script is answered with HTTP 599 and recorded, so a test sees the mistake.
 """
 
 import json
+import os
 import socket
 import struct
+import sys
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Union
+
+PROJECT = Path(__file__).resolve().parent.parent
 
 WAIT_SECONDS = 10.0
 """The longest a reply waits on a gate or hold, so a failing test cannot hang."""
@@ -79,6 +84,13 @@ def chat_completion(text: Union[str, None] = None, tool_calls: tuple = (), usage
     body = {"id": "chatcmpl-loopback", "object": "chat.completion", "created": 1, "model": "m", "choices": [
         {"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}]}
     return body if usage is None else {**body, "usage": usage}
+
+
+def agent_cli(*arguments: str, **env: str) -> dict:
+    """Keyword arguments for ``subprocess``: ``python agent.py *arguments`` in the project, its
+    environment without OPENAI_* variables but with ``env``."""
+    kept = {key: value for key, value in os.environ.items() if not key.startswith("OPENAI_")}
+    return {"args": [sys.executable, "agent.py", *arguments], "cwd": PROJECT, "env": {**kept, **env}}
 
 
 def free_port() -> int:

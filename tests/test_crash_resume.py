@@ -9,9 +9,7 @@ continues the script, so every message must come out exactly once.
 """
 
 import json
-import os
 import subprocess
-import sys
 import threading
 import warnings
 from pathlib import Path
@@ -19,10 +17,9 @@ from pathlib import Path
 import pytest
 
 from agent import DEFAULT_SYSTEM_PROMPT, DEMO_TOOLS, NOT_EXECUTED, load_spec
-from loopback import LoopbackServer, Reply, chat_completion
+from loopback import LoopbackServer, Reply, agent_cli, chat_completion
 from messages import Message, ToolCall, ToolResult, load_transcript
 
-PROJECT = Path(__file__).resolve().parent.parent
 WAIT_SECONDS = 60.0  # only a broken test waits this long
 
 TASK = "Work out 12 * 7 + 5 and 2 ** 10, then double the first."
@@ -52,12 +49,6 @@ def settings_for(base_url: str) -> dict:
     return {"spec": spec, "demo": False}
 
 
-def cli_command(*arguments: str) -> dict:
-    """Keyword arguments for subprocess: ``python agent.py ...`` in the project, no OPENAI_* variables."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("OPENAI_")}
-    return {"args": [sys.executable, "agent.py", *arguments], "cwd": PROJECT, "env": env}
-
-
 class KilledRun:
     """A CLI run killed with SIGKILL while the server held request ``number``.
 
@@ -71,7 +62,7 @@ class KilledRun:
         held = Reply(body=SCRIPT[number - 1], hold=threading.Event(), arrived=arrived)
         with LoopbackServer([Reply(body=body) for body in SCRIPT[:number - 1]] + [held]) as server:
             arguments = ["--base-url", server.base_url, "--model", "m", "--no-stream", "--transcript", str(self.path), TASK]
-            process = subprocess.Popen(**cli_command(*arguments), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            process = subprocess.Popen(**agent_cli(*arguments), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
                 assert arrived.wait(WAIT_SECONDS), f"the run never sent request {number}"
                 self.snapshot = self.path.read_bytes()
@@ -84,7 +75,7 @@ class KilledRun:
 def resume(path: Path, script: list, *flags: str) -> tuple[subprocess.CompletedProcess, LoopbackServer]:
     """Resume the transcript at ``path`` against a server answering with ``script``; return the run and server."""
     with LoopbackServer([Reply(body=body) for body in script]) as server:
-        done = subprocess.run(**cli_command("--resume", str(path), "--base-url", server.base_url, *flags),
+        done = subprocess.run(**agent_cli("--resume", str(path), "--base-url", server.base_url, *flags),
                               capture_output=True, text=True, timeout=WAIT_SECONDS)
     return done, server
 
