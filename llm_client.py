@@ -117,7 +117,8 @@ class LlmClient:
     read of a stream. ``max_retries`` extra attempts follow a failure worth retrying (see
     ``generate``), waiting with ``sleep``. ``stream_usage=False`` stops asking streams for
     usage, for servers that reject ``stream_options``. Raises ``ValueError`` for a base URL
-    that is not http(s), a negative ``max_retries``, and a config key the client sets itself.
+    that is not http(s), a negative ``max_retries``, a config key the client sets itself, and
+    a key or header value with a line break or other control character in it (not quoted).
     The key appears in neither ``repr`` nor any error message.
     """
 
@@ -134,6 +135,9 @@ class LlmClient:
             raise ValueError(f"base_url must start with http:// or https://; got {self.base_url!r}")
         if max_retries < 0:
             raise ValueError(f"max_retries is the number of extra attempts, 0 or more; got {max_retries}")
+        for name, value in [("api_key", self.api_key or ""), *self.headers.items()]:
+            if not str(value).isprintable():  # http.client's own error would quote the header, key and all
+                raise ValueError(f"{name} holds a line break or other control character (a key file's newline?)")
         for key in ("messages", "tools", "tool_choice", "stream"):
             if key in config:
                 raise ValueError(f"{key!r} cannot be set as config: the client builds it from the LlmRequest")
@@ -204,13 +208,16 @@ class LlmClient:
         """Return ``response`` with secrets cut out of its error message: a server may echo a key back.
 
         Secrets are the key and the header and query values named like one, if 8 characters
-        or longer (a shorter value cannot be told from ordinary words).
+        or longer (a shorter value cannot be told from ordinary words). A quote cut short at
+        ``MAX_ERROR_CHARS`` that ends in the first 8 or more characters of a secret loses them too.
         """
         named = [value for name, value in [*self.headers.items(), *self.query.items()]
                  if re.search("key|auth|token|secret", name, re.IGNORECASE)]
         for secret in [self.api_key, *named]:
             if secret and len(secret) >= 8 and response.error_message:
-                response.error_message = response.error_message.replace(secret, "[redacted]")
+                message = response.error_message.replace(secret, "[redacted]")
+                cut = next((size for size in range(len(secret) - 1, 7, -1) if message.endswith(secret[:size] + "...")), 0)
+                response.error_message = message[:-cut - 3] + "[redacted]..." if cut else message
         return response
 
 
