@@ -5,7 +5,8 @@
 ``run.py`` starts this as a child so that each side's memory holds only what that side
 imports: plainagent's modules, or the hand-written floor's. The run starts from the system
 and user messages and makes tool rounds until the conversation holds ``MESSAGES``
-messages, then gets the answer. Prints ``<peak RSS in bytes> <messages in the conversation>``.
+messages, then gets the answer. Prints the peak RSS in bytes once the imports are done and
+once the run is done, then the number of messages in the conversation.
 """
 
 import resource
@@ -38,6 +39,7 @@ def main() -> None:
         from tools import make_tool_set, tool
         from workload import MODEL, SYSTEM, USER, lookup
 
+        imported = peak_rss()
         llm_call = LlmCall(LlmClient(MODEL, base_url, api_key="", max_retries=0))
         tool_set = make_tool_set([tool(lookup)])
         conversation = agent_life_cycle(SYSTEM, USER, llm_call, tool_set=tool_set, max_steps=rounds + 1)
@@ -45,9 +47,10 @@ def main() -> None:
         import floors
         from workload import LOOKUP_WIRE, wire_history
 
+        imported = peak_rss()
         conversation = wire_history(2)
         floors.run_loop(lambda body: floors.post(base_url, body), conversation, LOOKUP_WIRE, rounds + 1)
-    print(peak_rss(), len(conversation))
+    print(imported, peak_rss(), len(conversation))
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ ROWS = [
     "growth: added cost per message, 10 to 100",
     "growth: added cost per message, 100 to 1,000",
     "parallel tools: 8 x 50 ms tools, whole run",
+    "memory: peak RSS after the imports",
     "memory: peak RSS, 1,000-message run",
 ]
 AMOUNT = r"-?[\d.]+ (us|ms|MB) \[-?[\d.]+ (us|ms|MB) to -?[\d.]+ (us|ms|MB)\]"
