@@ -1,6 +1,6 @@
 """Benchmarks: what plainagent costs against the floor the standard library sets.
 
-    python bench/run.py           # the full run, about a minute
+    python bench/run.py           # the full run, about half a minute
     python bench/run.py --quick   # a few seconds: proves the benchmark still works; rough numbers
 
 Standard library only. It starts a stub chat-completions server on 127.0.0.1 in its own
