@@ -448,10 +448,7 @@ class Printer:
         self.out, self.streamed = out if out is not None else sys.stdout, False
 
     def on_text(self, piece: str) -> None:
-        if not self.streamed:
-            self.out.write("assistant: ")
-        self.out.write(piece)
-        self.out.flush()
+        self.write(piece if self.streamed else "assistant: " + piece)
         self.streamed = True
 
     def on_message(self, message: AnyMessage) -> None:
@@ -465,7 +462,12 @@ class Printer:
         else:
             line = f"{message.role}: {message.content}"
         self.streamed = False
-        self.out.write(line + "\n")
+        self.write(line + "\n")
+
+    def write(self, text: str) -> None:
+        """Write and flush; what the terminal cannot show (a lone surrogate from a server) is escaped."""
+        encoding = getattr(self.out, "encoding", None) or "utf-8"
+        self.out.write(text.encode(encoding, "backslashreplace").decode(encoding))
         self.out.flush()
 
 
@@ -561,6 +563,9 @@ def main(argv: Union[list[str], None] = None) -> int:
                              on_text=printer.on_text if stream else None)
     try:
         conversation = launcher.launch(spec, history=history, user_message=arguments.task if history else None)
+    except ValueError as error:  # a client setting LlmClient refuses (a key with a newline in it, ...)
+        print(f"agent.py: error: {error}", file=sys.stderr)
+        return 2
     except AgentStopped as stopped:
         print(f"stopped ({stopped.reason}): {stopped.detail}", file=sys.stderr)
         print(summary(stopped.conversation, launcher.usage), file=sys.stderr)

@@ -132,7 +132,8 @@ class LlmClient:
         self.timeout, self.max_retries, self.sleep = timeout, max_retries, sleep
         self.headers, self.query, self.stream_usage = dict(headers or {}), dict(query or {}), stream_usage
         if not self.base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must start with http:// or https://; got {self.base_url!r}")
+            # the value is not quoted: a key passed in the base_url's place must not be shown
+            raise ValueError("base_url must start with http:// or https:// (is the key in its place?)")
         if max_retries < 0:
             raise ValueError(f"max_retries is the number of extra attempts, 0 or more; got {max_retries}")
         for name, value in [("api_key", self.api_key or ""), *self.headers.items()]:

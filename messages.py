@@ -230,7 +230,11 @@ class Transcript:
         self._write_line(message.to_dict())
 
     def _write_line(self, record: dict) -> None:
+        try:
+            line = json.dumps(record, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate a server sent ("\ud83d"): escape, keep it
+            line = json.dumps(record).encode("ascii")
         with open(self.path, "ab") as file:
-            file.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
+            file.write(line + b"\n")
             file.flush()
             os.fsync(file.fileno())

@@ -84,8 +84,8 @@ def test_in_a_terminal_the_answer_streams_piece_by_piece(monkeypatch):
     terminal = Terminal()
     monkeypatch.setattr(sys, "stdout", terminal)
     assert agent.main(["--demo"]) == 0
-    first = terminal.writes.index("assistant: ")
-    assert terminal.writes[first + 1 : first + 4] == ["I'll ", "work ", "out "]
+    first = terminal.writes.index("assistant: I'll ")
+    assert terminal.writes[first + 1 : first + 3] == ["work ", "out "]
     assert "".join(terminal.writes).count("assistant: ") == 2
 
 
@@ -94,6 +94,15 @@ def test_no_stream_prints_each_answer_in_one_piece_even_in_a_terminal(monkeypatc
     monkeypatch.setattr(sys, "stdout", terminal)
     assert agent.main(["--demo", "--no-stream"]) == 0
     assert "assistant: I'll work out the sum and check the clock at the same time.\n" in terminal.writes
+
+
+def test_text_the_terminal_cannot_encode_is_printed_escaped():
+    class AsciiTerminal(Terminal):
+        encoding = "ascii"
+
+    terminal = AsciiTerminal()
+    agent.Printer(terminal).on_message(agent.Message("assistant", "caf\u00e9 \ud83d"))
+    assert terminal.writes == ["assistant: caf\\xe9 \\ud83d\n"]
 
 
 def test_no_task_is_a_usage_error():

@@ -182,4 +182,11 @@ def test_a_resumed_run_reads_the_key_from_the_environment_again_and_writes_it_no
 def test_a_cli_run_with_a_stray_newline_in_the_key_shows_no_part_of_it(tmp_path):
     done, server = run_cli([Reply(body=chat_completion("Hi."))], "--base-url", "{base_url}", "--model", "m", "Hi.",
                            OPENAI_API_KEY=KEY + "\n")
-    assert (done.returncode != 0, leaks(done.stdout, done.stderr)) == (True, [])
+    assert (done.returncode, leaks(done.stdout, done.stderr)) == (2, [])
+    assert done.stderr.startswith("agent.py: error: ") and "Traceback" not in done.stderr
+
+
+def test_a_key_given_in_the_base_urls_place_is_refused_without_being_shown():
+    with pytest.raises(ValueError) as raised:
+        LlmClient("gpt-4o", KEY)
+    assert leaks(str(raised.value)) == []

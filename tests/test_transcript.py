@@ -102,3 +102,10 @@ def test_reopening_a_transcript_whose_header_was_torn_starts_it_afresh(tmp_path)
         transcript = Transcript(path, {"model": "m", "max_steps": 5})
     transcript.write(Message("user", "Hi"))
     assert path.read_text(encoding="utf-8") == HEADER_LINE + USER_LINE
+
+
+def test_a_lone_surrogate_from_a_server_is_written_escaped_and_loads_back_unchanged(tmp_path):
+    path = tmp_path / "run.jsonl"
+    Transcript(path, {}).write(Message("assistant", "broken \ud83d emoji"))
+    assert path.read_bytes().splitlines()[1] == b'{"type": "message", "role": "assistant", "content": "broken \\ud83d emoji"}'
+    assert load_transcript(path)[1] == [Message("assistant", "broken \ud83d emoji")]
