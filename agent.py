@@ -32,7 +32,8 @@ import operator
 import os
 import sys
 import time
-from typing import Any, Callable, Union
+from collections.abc import Callable
+from typing import Any
 
 from llm_client import LlmClient, LlmRequest
 from messages import AnyMessage, Message, ToolCall, ToolResult, Transcript, is_model_output
@@ -53,7 +54,7 @@ class AgentStopped(Exception):
     and ``conversation``, the whole conversation up to the stop. ``partial`` holds messages
     that arrived but were not added (a cut-off reply, the text of a broken stream)."""
 
-    def __init__(self, reason: str, detail: str, conversation: Union[list, None] = None, partial: Union[list, None] = None):
+    def __init__(self, reason: str, detail: str, conversation: list | None = None, partial: list | None = None):
         super().__init__(f"{reason}: {detail}")
         self.reason, self.detail = reason, detail
         self.conversation = conversation if conversation is not None else []
@@ -64,17 +65,17 @@ class AgentStopped(Exception):
 
 
 def agent_life_cycle(
-    system_message: Union[str, Message, None],
-    user_message: Union[str, Message, None],
+    system_message: str | Message | None,
+    user_message: str | Message | None,
     llm_call: Callable[..., list],
     tool_call: Callable[[ToolCall, ToolSet], ToolResult] = execute_tool_call,
-    tool_set: Union[ToolSet, None] = None,
+    tool_set: ToolSet | None = None,
     *,
-    history: Union[list, None] = None,
+    history: list | None = None,
     max_steps: int = 20,
-    on_message: Union[Callable[[AnyMessage], None], None] = None,
-    on_text: Union[Callable[[str], None], None] = None,
-    deadline_seconds: Union[float, None] = None,
+    on_message: Callable[[AnyMessage], None] | None = None,
+    on_text: Callable[[str], None] | None = None,
+    deadline_seconds: float | None = None,
     max_repeats: int = 3,
 ) -> list:
     """Run the agent until the model answers without a tool call; return the whole conversation.
@@ -94,7 +95,7 @@ def agent_life_cycle(
         if on_message is not None:
             on_message(message)
 
-    def stop(reason: str, detail: str, partial: Union[list, None] = None) -> AgentStopped:
+    def stop(reason: str, detail: str, partial: list | None = None) -> AgentStopped:
         return AgentStopped(reason, detail, conversation, partial)
 
     for role, first in (("system", system_message if not conversation else None), ("user", user_message)):
@@ -153,7 +154,8 @@ class RepeatCounter:
     """
 
     def __init__(self, limit: int) -> None:
-        self.limit, self.count, self.last = limit, 0, None
+        self.limit, self.count = limit, 0
+        self.last: list[tuple] | None = None
 
     def is_over(self, calls: list[ToolCall]) -> bool:
         """Count this reply's calls; true when the repeats have gone past the limit."""
@@ -189,13 +191,19 @@ class LlmCall:
     the last user message it is asked with ``tool_choice: "none"``, so it must answer.
     """
 
-    def __init__(self, client: Any, *, tool_choice: Union[str, None] = "auto",
-                 token_budget: Union[int, None] = None, max_tool_rounds: Union[int, None] = None):
+    def __init__(
+        self,
+        client: Any,
+        *,
+        tool_choice: str | None = "auto",
+        token_budget: int | None = None,
+        max_tool_rounds: int | None = None,
+    ):
         self.client, self.tool_choice, self.token_budget = client, tool_choice, token_budget
         self.max_tool_rounds = max_tool_rounds
         self.usage = {"input_tokens": 0, "output_tokens": 0}
 
-    def choose_tool_choice(self, conversation: list, tool_set: ToolSet) -> Union[str, None]:
+    def choose_tool_choice(self, conversation: list, tool_set: ToolSet) -> str | None:
         """Return the ``tool_choice`` for this turn: none without tools, "none" past the rounds."""
         if not tool_set:
             return None
@@ -203,7 +211,7 @@ class LlmCall:
             return "none"
         return self.tool_choice
 
-    def __call__(self, conversation: list, tool_set: ToolSet, on_text: Union[Callable[[str], None], None] = None) -> list:
+    def __call__(self, conversation: list, tool_set: ToolSet, on_text: Callable[[str], None] | None = None) -> list:
         used = self.usage["input_tokens"] + self.usage["output_tokens"]
         if self.token_budget is not None and used >= self.token_budget:
             raise AgentStopped("token_budget", f"{used} tokens used, budget {self.token_budget}")
@@ -235,16 +243,22 @@ def count_tool_rounds(conversation: list) -> int:
 
 # --- the demo tools ------------------------------------------------------------------------
 
-_ARITHMETIC = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
-    ast.USub: operator.neg, ast.UAdd: operator.pos,
+_ARITHMETIC: dict[type, Callable[..., Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
 }
 _MAX_BITS = 4096  # bounds every intermediate integer, so no expression can hang the process
 
 
 @tool
-def calculator(expression: str) -> Union[int, float]:
+def calculator(expression: str) -> int | float:
     """Evaluate an arithmetic expression and return the number.
 
     Only numbers, + - * / // % **, unary minus and parentheses are allowed; anything else
@@ -265,7 +279,7 @@ def calculator(expression: str) -> Union[int, float]:
     return value
 
 
-def _evaluate(node: ast.AST) -> Union[int, float]:
+def _evaluate(node: ast.AST) -> Any:
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
         return node.value
     if isinstance(node, ast.UnaryOp) and type(node.op) in _ARITHMETIC:
@@ -324,7 +338,7 @@ SPEC_FIELDS: dict[str, tuple[tuple[type, ...], Any]] = {
 }
 
 
-def load_spec(spec: Union[dict, str, os.PathLike], tool_names: list[str]) -> dict:
+def load_spec(spec: dict | str | os.PathLike, tool_names: list[str]) -> dict:
     """Return a checked task spec with defaults filled in, from a dict or a JSON file's path.
 
     Raises ``ValueError`` naming the bad field and what is allowed.
@@ -339,7 +353,7 @@ def load_spec(spec: Union[dict, str, os.PathLike], tool_names: list[str]) -> dic
     unknown = sorted(set(spec) - set(SPEC_FIELDS))
     if unknown:
         raise ValueError(f"unknown spec field {unknown[0]!r}; allowed fields: {', '.join(SPEC_FIELDS)}")
-    checked = {}
+    checked: dict[str, Any] = {}
     for name, (types, default) in SPEC_FIELDS.items():
         if name not in spec and default is ...:
             raise ValueError(f"spec field {name!r} is required")
@@ -365,17 +379,29 @@ class AgentLauncher:
     sub-task, nested at most ``max_depth`` deep. ``usage`` adds up the tokens of every launch.
     """
 
-    def __init__(self, tools: ToolSet, *, client: Any = None, max_depth: int = 2,
-                 on_message: Union[Callable[[AnyMessage], None], None] = None,
-                 on_text: Union[Callable[[str], None], None] = None):
+    def __init__(
+        self,
+        tools: ToolSet,
+        *,
+        client: Any = None,
+        max_depth: int = 2,
+        on_message: Callable[[AnyMessage], None] | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ):
         if "launch_agent" in tools:
             raise ValueError("the tool name 'launch_agent' is the launcher's own; rename that tool")
         self.tools, self.client, self.max_depth = tools, client, max_depth
         self.on_message, self.on_text = on_message, on_text
         self.usage = {"input_tokens": 0, "output_tokens": 0}
 
-    def launch(self, spec: Union[dict, str, os.PathLike], *, history: Union[list, None] = None,
-               user_message: Union[str, None] = None, depth: int = 0) -> list:
+    def launch(
+        self,
+        spec: dict | str | os.PathLike,
+        *,
+        history: list | None = None,
+        user_message: str | None = None,
+        depth: int = 0,
+    ) -> list:
         """Run the agent a spec describes and return its conversation (``AgentStopped`` if it stops).
 
         With ``history`` the run continues that conversation instead of starting on the
@@ -385,14 +411,20 @@ class AgentLauncher:
         tool_set = {name: self.tools[name] for name in spec["tools"]}
         if spec["allow_subagents"] and depth < self.max_depth:
             tool_set["launch_agent"] = self.subagent_tool(spec, depth + 1)
-        llm_call = LlmCall(self.client_for(spec), token_budget=spec["token_budget"],
-                           max_tool_rounds=spec["max_tool_rounds"])
+        llm_call = LlmCall(
+            self.client_for(spec), token_budget=spec["token_budget"], max_tool_rounds=spec["max_tool_rounds"]
+        )
         try:
             return agent_life_cycle(
-                spec["system_prompt"], user_message if history else spec["task"], llm_call,
-                tool_set=tool_set, history=history,
-                max_steps=spec["max_steps"], deadline_seconds=spec["deadline_seconds"],
-                on_message=self.on_message if depth == 0 else None, on_text=self.on_text if depth == 0 else None,
+                spec["system_prompt"],
+                user_message if history else spec["task"],
+                llm_call,
+                tool_set=tool_set,
+                history=history,
+                max_steps=spec["max_steps"],
+                deadline_seconds=spec["deadline_seconds"],
+                on_message=self.on_message if depth == 0 else None,
+                on_text=self.on_text if depth == 0 else None,
             )
         finally:
             for key in self.usage:
@@ -408,7 +440,7 @@ class AgentLauncher:
     def subagent_tool(self, parent: dict, depth: int) -> Tool:
         """Return the ``launch_agent`` tool: a sub-agent with the parent's settings on a new task."""
 
-        def launch_agent(task: str, tools: Union[list[str], None] = None) -> str:
+        def launch_agent(task: str, tools: list[str] | None = None) -> str:
             """Launch a sub-agent on a self-contained sub-task and return its final answer.
 
             Args:
@@ -437,8 +469,13 @@ def demo_model(request: LlmRequest) -> list:
         ]
     if len(results) == 2:
         return [ToolCall("call_double", "calculator", {"expression": f"{results[0].content} * 2"})]
-    return [Message("assistant", f"12 * 7 + 5 = {results[0].content}; doubled, {results[2].content}. "
-                                 f"The time in UTC is {results[1].content}.")]
+    return [
+        Message(
+            "assistant",
+            f"12 * 7 + 5 = {results[0].content}; doubled, {results[2].content}. "
+            f"The time in UTC is {results[1].content}.",
+        )
+    ]
 
 
 class Printer:
@@ -471,7 +508,7 @@ class Printer:
         self.out.flush()
 
 
-def parse_arguments(argv: Union[list[str], None]) -> argparse.Namespace:
+def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     """Read the command line; a usage error exits with status 2."""
     parser = argparse.ArgumentParser(prog="agent.py", description="Run an agent on a task.")
     parser.add_argument("task", nargs="?", help="the task (with --resume: a new user message)")
@@ -480,13 +517,17 @@ def parse_arguments(argv: Union[list[str], None]) -> argparse.Namespace:
     parser.add_argument("--model", help="model name (default: $OPENAI_MODEL, else gpt-4o-mini)")
     parser.add_argument("--base-url", help="server base URL (default: $OPENAI_BASE_URL, else OpenAI)")
     parser.add_argument("--max-steps", type=int, help="most model calls in one run (default 20)")
-    parser.add_argument("--max-tool-rounds", type=int,
-                        help="after this many rounds of tool calls the model must answer without tools")
+    parser.add_argument(
+        "--max-tool-rounds", type=int, help="after this many rounds of tool calls the model must answer without tools"
+    )
     parser.add_argument("--no-stream", action="store_true", help="print the answer when complete, not as it streams")
     parser.add_argument("--transcript", help="write every message to this JSON Lines file as it happens")
     parser.add_argument("--resume", help="continue the run saved in this transcript (and keep writing to it)")
-    parser.add_argument("--skip-pending", action="store_true",
-                        help="with --resume: record tool calls left without a result as not executed, instead of running them")
+    parser.add_argument(
+        "--skip-pending",
+        action="store_true",
+        help="with --resume: record tool calls left without a result as not executed, instead of running them",
+    )
     arguments = parser.parse_args(argv)
     if not (arguments.task or arguments.demo or arguments.spec or arguments.resume):
         parser.error("give a task, --spec FILE, --resume FILE or --demo")
@@ -497,7 +538,7 @@ def parse_arguments(argv: Union[list[str], None]) -> argparse.Namespace:
     return arguments
 
 
-def spec_from_arguments(arguments: argparse.Namespace, saved: Union[dict, None] = None) -> dict:
+def spec_from_arguments(arguments: argparse.Namespace, saved: dict | None = None) -> dict:
     """Build the task spec the command line describes: a saved or file spec, then flags on top."""
     spec: dict[str, Any] = dict(saved or {})
     if arguments.spec:
@@ -507,8 +548,12 @@ def spec_from_arguments(arguments: argparse.Namespace, saved: Union[dict, None] 
             raise ValueError(f"{arguments.spec}: a task spec must be a JSON object")
     elif not arguments.demo and saved is None:
         spec["model"] = os.environ.get("OPENAI_MODEL", SPEC_FIELDS["model"][1])
-    flags = {"model": arguments.model, "base_url": arguments.base_url, "max_steps": arguments.max_steps,
-             "max_tool_rounds": arguments.max_tool_rounds}
+    flags = {
+        "model": arguments.model,
+        "base_url": arguments.base_url,
+        "max_steps": arguments.max_steps,
+        "max_tool_rounds": arguments.max_tool_rounds,
+    }
     if saved is None:
         flags["task"] = arguments.task
     spec.update({key: value for key, value in flags.items() if value is not None})
@@ -522,10 +567,12 @@ NOT_EXECUTED = "not executed: the run stopped before this tool call ran; call th
 
 def skip_pending(conversation: list) -> list[ToolResult]:
     """Return 'not executed' error results for the tool calls left without a result."""
-    return [ToolResult(c.tool_call_id, c.name, NOT_EXECUTED, is_error=True) for c in unanswered_tool_calls(conversation)]
+    return [
+        ToolResult(c.tool_call_id, c.name, NOT_EXECUTED, is_error=True) for c in unanswered_tool_calls(conversation)
+    ]
 
 
-def main(argv: Union[list[str], None] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit status (0 answered, 1 stopped early, 2 usage)."""
     arguments = parse_arguments(argv)
     printer = Printer()
@@ -549,7 +596,7 @@ def main(argv: Union[list[str], None] = None) -> int:
             transcript.write(message)
         printer.on_message(message)
 
-    if arguments.skip_pending:
+    if arguments.skip_pending and history is not None:
         for result in skip_pending(history):
             history.append(result)
             on_message(result)
@@ -559,8 +606,9 @@ def main(argv: Union[list[str], None] = None) -> int:
 
         client = FakeLlm(demo_model)
     stream = sys.stdout.isatty() and not arguments.no_stream
-    launcher = AgentLauncher(DEMO_TOOLS, client=client, on_message=on_message,
-                             on_text=printer.on_text if stream else None)
+    launcher = AgentLauncher(
+        DEMO_TOOLS, client=client, on_message=on_message, on_text=printer.on_text if stream else None
+    )
     try:
         conversation = launcher.launch(spec, history=history, user_message=arguments.task if history else None)
     except ValueError as error:  # a client setting LlmClient refuses (a key with a newline in it, ...)
@@ -576,7 +624,9 @@ def main(argv: Union[list[str], None] = None) -> int:
 
 def summary(conversation: list, usage: dict) -> str:
     """One line about a run: model replies, tool calls, and tokens when the server reported them."""
-    replies = sum(1 for i, m in enumerate(conversation) if is_model_output(m) and not (i and is_model_output(conversation[i - 1])))
+    replies = sum(
+        1 for i, m in enumerate(conversation) if is_model_output(m) and not (i and is_model_output(conversation[i - 1]))
+    )
     calls = sum(1 for m in conversation if isinstance(m, ToolCall))
     tokens = f", {usage['input_tokens']} input + {usage['output_tokens']} output tokens" if any(usage.values()) else ""
     return f"[{replies} model replies, {calls} tool calls{tokens}]"

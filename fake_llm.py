@@ -29,12 +29,12 @@ Needs ``messages``, and the request/response types of ``llm_client``.
 """
 
 import re
-from typing import Callable, Union
+from collections.abc import Callable
 
 from llm_client import LlmRequest, LlmResponse
 from messages import AnyMessage, Message, ToolCall, ToolResult, is_model_output
 
-Reply = Union[str, ToolCall, Message, list, LlmResponse]
+Reply = str | ToolCall | Message | list | LlmResponse
 
 
 class FakeLlmScriptError(RuntimeError):
@@ -44,7 +44,7 @@ class FakeLlmScriptError(RuntimeError):
 class FakeLlm:
     """A scripted model with the ``LlmClient.generate`` interface; see the module docstring."""
 
-    def __init__(self, script: Union[list, Callable[[LlmRequest], Reply]]) -> None:
+    def __init__(self, script: list | Callable[[LlmRequest], Reply]) -> None:
         self.script = script
         self.requests: list[LlmRequest] = []
         self.replies_given = 0  # a rejected request uses up no scripted reply
@@ -62,7 +62,7 @@ class FakeLlm:
             previous = message
         return cls(replies)
 
-    def generate(self, request: LlmRequest, on_text: Union[Callable[[str], None], None] = None) -> LlmResponse:
+    def generate(self, request: LlmRequest, on_text: Callable[[str], None] | None = None) -> LlmResponse:
         """Record the request and return the next scripted reply (streamed to ``on_text``)."""
         self.requests.append(request)
         problem = conversation_error(request.contents)
@@ -97,7 +97,7 @@ def as_response(reply: Reply) -> LlmResponse:
     return LlmResponse(content=content, finish_reason="tool_calls" if has_calls else "stop")
 
 
-def conversation_error(contents: list) -> Union[str, None]:
+def conversation_error(contents: list) -> str | None:
     """Return what an OpenAI-compatible server would reject in this conversation, or ``None``.
 
     Tool results must answer a tool call of the assistant reply just before them, every
@@ -129,4 +129,7 @@ def conversation_error(contents: list) -> Union[str, None]:
 
 def _unanswered(waiting: dict[str, int], position: int) -> str:
     ids = ", ".join(repr(tool_call_id) for tool_call_id in waiting)
-    return f"messages[{position}]: tool calls {ids} have no tool result; each tool call needs one before the conversation goes on"
+    return (
+        f"messages[{position}]: tool calls {ids} have no tool result; "
+        "each tool call needs one before the conversation goes on"
+    )

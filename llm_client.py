@@ -19,6 +19,7 @@ Needs ``messages`` and ``tools``.
 '5'
 """
 
+import email.message
 import email.utils
 import hashlib
 import http.client
@@ -30,8 +31,9 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Union
+from typing import Any
 
 from messages import AnyMessage, Message, ToolCall, ToolResult
 from tools import Tool
@@ -62,7 +64,7 @@ class LlmRequest:
     instructions: list[str] = field(default_factory=list)
     contents: list[AnyMessage] = field(default_factory=list)
     tools: list[Tool] = field(default_factory=list)
-    tool_choice: Union[str, None] = None
+    tool_choice: str | None = None
 
 
 @dataclass
@@ -80,13 +82,13 @@ class LlmResponse:
     """
 
     content: list[AnyMessage] = field(default_factory=list)
-    error_message: Union[str, None] = None
-    usage_metadata: Union[dict, None] = None
-    finish_reason: Union[str, None] = None
+    error_message: str | None = None
+    usage_metadata: dict | None = None
+    finish_reason: str | None = None
     is_truncated: bool = False
-    reasoning: Union[str, None] = None
-    refusal: Union[str, None] = None
-    status_code: Union[int, None] = None
+    reasoning: str | None = None
+    refusal: str | None = None
+    status_code: int | None = None
 
     @property
     def text(self) -> str:
@@ -122,10 +124,20 @@ class LlmClient:
     The key appears in neither ``repr`` nor any error message.
     """
 
-    def __init__(self, model: str, base_url: Union[str, None] = None, api_key: Union[str, None] = None, *,
-                 timeout: float = 60.0, max_retries: int = 2, headers: Union[dict, None] = None,
-                 query: Union[dict, None] = None, stream_usage: bool = True,
-                 sleep: Callable[[float], None] = time.sleep, **config: Any) -> None:
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        headers: dict | None = None,
+        query: dict | None = None,
+        stream_usage: bool = True,
+        sleep: Callable[[float], None] = time.sleep,
+        **config: Any,
+    ) -> None:
         self.model = model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         self.api_key = os.environ.get("OPENAI_API_KEY") if api_key is None else api_key
@@ -147,7 +159,7 @@ class LlmClient:
     def __repr__(self) -> str:
         return f"LlmClient(model={self.model!r}, base_url={self.base_url!r})"
 
-    def generate(self, request: LlmRequest, on_text: Union[OnText, None] = None) -> LlmResponse:
+    def generate(self, request: LlmRequest, on_text: OnText | None = None) -> LlmResponse:
         """Return the model's reply to ``request``; never raises for what the network or server does.
 
         With ``on_text`` the reply is streamed and each piece of text is handed to it as soon
@@ -182,7 +194,7 @@ class LlmClient:
                 body["stream_options"] = {"include_usage": True}
         return body
 
-    def _send(self, body: dict, on_text: Union[OnText, None]) -> tuple[LlmResponse, Union[float, None]]:
+    def _send(self, body: dict, on_text: OnText | None) -> tuple[LlmResponse, float | None]:
         """Make one attempt; return the response and the wait the server asked for, if any."""
         url = f"{self.base_url}/chat/completions"
         if self.query:
@@ -212,13 +224,18 @@ class LlmClient:
         or longer (a shorter value cannot be told from ordinary words). A quote cut short at
         ``MAX_ERROR_CHARS`` that ends in the first 8 or more characters of a secret loses them too.
         """
-        named = [value for name, value in [*self.headers.items(), *self.query.items()]
-                 if re.search("key|auth|token|secret", name, re.IGNORECASE)]
+        named = [
+            value
+            for name, value in [*self.headers.items(), *self.query.items()]
+            if re.search("key|auth|token|secret", name, re.IGNORECASE)
+        ]
         for secret in [self.api_key, *named]:
             if secret and len(secret) >= 8 and response.error_message:
                 message = response.error_message.replace(secret, "[redacted]")
-                cut = next((size for size in range(len(secret) - 1, 7, -1) if message.endswith(secret[:size] + "...")), 0)
-                response.error_message = message[:-cut - 3] + "[redacted]..." if cut else message
+                cut = next(
+                    (size for size in range(len(secret) - 1, 7, -1) if message.endswith(secret[:size] + "...")), 0
+                )
+                response.error_message = message[: -cut - 3] + "[redacted]..." if cut else message
         return response
 
 
@@ -234,7 +251,7 @@ def _backoff(attempt: int) -> float:
     return ceiling / 2 + random.random() * ceiling / 2
 
 
-def _retry_after(headers: http.client.HTTPMessage) -> Union[float, None]:
+def _retry_after(headers: email.message.Message) -> float | None:
     """Return the wait an error response asks for, in seconds up to ``MAX_RETRY_DELAY``, or ``None``."""
     milliseconds, value = headers.get("retry-after-ms"), headers.get("retry-after")
     try:
@@ -314,7 +331,7 @@ def _parse_response(body: Any) -> LlmResponse:
     refusal = message.get("refusal")
     finish_reason = choice.get("finish_reason")  # kept as sent: Together says "eos", Snowflake ""
     return LlmResponse(
-        content=([Message("assistant", text)] if text else []) + calls,
+        content=[*([Message("assistant", text)] if text else []), *calls],
         usage_metadata=_usage(body.get("usage")),
         finish_reason=finish_reason if isinstance(finish_reason, str) else None,
         is_truncated=finish_reason == "length",
@@ -341,7 +358,7 @@ def _split_content(content: Any) -> tuple[str, str]:
     return "".join(text), "".join(thinking)
 
 
-def _reasoning(message: dict) -> Union[str, None]:
+def _reasoning(message: dict) -> str | None:
     """Return the reasoning text a server sent beside the content, or ``None``."""
     for key in ("reasoning_content", "reasoning"):  # DeepSeek and vLLM; Groq, OpenRouter, Ollama
         if isinstance(message.get(key), str) and message[key]:
@@ -371,7 +388,7 @@ def _fallback_call_id(body: dict, position: int) -> str:
     return f"call_{digest[:12]}_{position}"
 
 
-def _usage(usage: Any) -> Union[dict, None]:
+def _usage(usage: Any) -> dict | None:
     """Return ``usage_metadata`` from a wire ``usage`` object; a missing count is ``None``."""
     if not isinstance(usage, dict):
         return None
@@ -461,13 +478,14 @@ def _lines(response: http.client.HTTPResponse) -> Iterator[str]:
         yield from pending.decode("utf-8", "replace").split("\r")
 
 
-def _sse_events(lines: Iterator[str]) -> Iterator[tuple[Union[str, None], str]]:
+def _sse_events(lines: Iterator[str]) -> Iterator[tuple[str | None, str]]:
     """Yield ``(event type, data)`` for each event of a text/event-stream, per the HTML spec.
 
     Data lines are joined with "\\n"; comment lines (":") and unknown fields are skipped; an
     event is dispatched at a blank line and at the end of the stream.
     """
-    event, data = None, []
+    event: str | None = None
+    data: list[str] = []
     for line in lines:
         if not line:
             if data:
@@ -484,7 +502,7 @@ def _sse_events(lines: Iterator[str]) -> Iterator[tuple[Union[str, None], str]]:
         yield event, "\n".join(data)
 
 
-def _take_event(body: dict, event: Union[str, None], data: str, on_text: OnText) -> Union[str, None]:
+def _take_event(body: dict, event: str | None, data: str, on_text: OnText) -> str | None:
     """Fold one event into ``body``; return what went wrong, or ``None``."""
     if event == "error":  # Groq ends a failed stream with an "event: error"
         return f"error in stream: {_provider_message(data)}"
@@ -500,7 +518,7 @@ def _take_event(body: dict, event: Union[str, None], data: str, on_text: OnText)
     return problem
 
 
-def _merge_chunk(body: dict, chunk: dict, on_text: OnText) -> Union[str, None]:
+def _merge_chunk(body: dict, chunk: dict, on_text: OnText) -> str | None:
     """Fold one ``chat.completion.chunk`` into ``body``; return a problem, or ``None``."""
     for key in ("id", "created", "model"):  # Azure's first chunk has an empty id and model
         if chunk.get(key) and not body.get(key):
@@ -517,7 +535,7 @@ def _merge_chunk(body: dict, chunk: dict, on_text: OnText) -> Union[str, None]:
     return None
 
 
-def _merge_delta(message: dict, delta: dict, on_text: OnText) -> Union[str, None]:
+def _merge_delta(message: dict, delta: dict, on_text: OnText) -> str | None:
     """Fold one ``delta`` into the message built so far; its text goes on to ``on_text``."""
     text, thinking = _split_content(delta.get("content"))
     parts = message["content"]  # kept as parts: {"type": "text", "text": ...} and "thinking" alike
@@ -538,7 +556,7 @@ def _merge_delta(message: dict, delta: dict, on_text: OnText) -> Union[str, None
     return None
 
 
-def _merge_tool_call(calls: list, delta: dict) -> Union[str, None]:
+def _merge_tool_call(calls: list, delta: dict) -> str | None:
     """Fold one tool-call delta into ``calls``; return a problem when its index is ambiguous."""
     call = _find_call(calls, delta)
     if call is None:
@@ -558,7 +576,7 @@ def _merge_tool_call(calls: list, delta: dict) -> Union[str, None]:
     return None
 
 
-def _find_call(calls: list, delta: dict) -> Union[dict, None]:
+def _find_call(calls: list, delta: dict) -> dict | None:
     """Return the call a delta continues: by ``index``, else by ``id``, else the latest one."""
     if delta.get("index") is not None:
         return next((call for call in calls if call["index"] == delta["index"]), None)
@@ -589,7 +607,7 @@ def _provider_message(text: str) -> str:
     return _plain_text(text) if found is None else found
 
 
-def _message_in(data: Any) -> Union[str, None]:
+def _message_in(data: Any) -> str | None:
     """Find the message in parsed error JSON: ``error.message``, ``error``, ``message``, ``detail``."""
     if isinstance(data, list) and data:  # Google wraps its error body in an array
         data = data[0]

@@ -25,7 +25,7 @@ import json
 import os
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 ROLES = ("system", "user", "assistant")
 
@@ -63,7 +63,7 @@ class ToolCall:
     tool_call_id: str
     name: str
     arguments: dict = field(default_factory=dict)
-    raw_arguments: Union[str, None] = None
+    raw_arguments: str | None = None
 
     @classmethod
     def from_arguments_text(cls, tool_call_id: str, name: str, text: str) -> "ToolCall":
@@ -135,9 +135,13 @@ class ToolResult:
         )
 
 
-AnyMessage = Union[Message, ToolCall, ToolResult]
+AnyMessage = Message | ToolCall | ToolResult
 
-_KINDS = {"message": Message, "tool_call": ToolCall, "tool_result": ToolResult}
+_KINDS: dict[str, type[Message] | type[ToolCall] | type[ToolResult]] = {
+    "message": Message,
+    "tool_call": ToolCall,
+    "tool_result": ToolResult,
+}
 
 
 def message_from_dict(data: dict) -> AnyMessage:
@@ -145,7 +149,7 @@ def message_from_dict(data: dict) -> AnyMessage:
 
     Raises ``ValueError`` naming the allowed types when ``"type"`` is missing or unknown.
     """
-    kind = _KINDS.get(data.get("type"))
+    kind = _KINDS.get(str(data.get("type")))
     if kind is None:
         raise ValueError(f"message type must be one of {', '.join(_KINDS)}; got {data.get('type')!r}")
     return kind.from_dict(data)

@@ -33,8 +33,9 @@ import json
 import re
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Union
+from typing import Any, Union
 
 from messages import ToolCall, ToolResult
 
@@ -57,7 +58,7 @@ class Tool:
     description: str
     parameters: dict
     function: Callable[..., Any]
-    timeout: Union[float, None] = None
+    timeout: float | None = None
 
     def tool_definition(self) -> dict:
         """Return the OpenAI ``{"type": "function", "function": {...}}`` form of this tool."""
@@ -93,10 +94,10 @@ def make_tool_set(tools: typing.Iterable[Tool]) -> ToolSet:
 
 
 def tool(
-    function: Union[Callable[..., Any], None] = None,
+    function: Callable[..., Any] | None = None,
     *,
-    name: Union[str, None] = None,
-    timeout: Union[float, None] = None,
+    name: str | None = None,
+    timeout: float | None = None,
 ) -> Any:
     """Turn a plain function into a ``Tool``; use as ``@tool`` or ``@tool(name=..., timeout=...)``.
 
@@ -253,7 +254,7 @@ def prepare_arguments(found: Tool, arguments: dict) -> dict:
     return prepared
 
 
-def enum_class(hint: Any) -> Union[type, None]:
+def enum_class(hint: Any) -> type | None:
     """Return the Enum class of a hint that is an Enum or an optional one (``Color | None``), else ``None``."""
     options = typing.get_args(hint) if typing.get_origin(hint) in (Union, types.UnionType) else (hint,)
     options = tuple(option for option in options if option is not type(None))
@@ -296,7 +297,7 @@ _JSON_TYPES: dict[str, Callable[[Any], bool]] = {
 }
 
 
-def find_schema_error(value: Any, schema: dict, path: str = "") -> Union[str, None]:
+def find_schema_error(value: Any, schema: dict, path: str = "") -> str | None:
     """Return the first way ``value`` breaks ``schema`` as a sentence, or ``None`` if it fits.
 
     Checks ``type``, ``enum``, ``anyOf``, ``properties``, ``required``,
@@ -325,7 +326,7 @@ def find_schema_error(value: Any, schema: dict, path: str = "") -> Union[str, No
     return None
 
 
-def find_object_error(value: dict, schema: dict, path: str) -> Union[str, None]:
+def find_object_error(value: dict, schema: dict, path: str) -> str | None:
     """The object part of ``find_schema_error``: required, known and extra keys."""
     properties = schema.get("properties", {})
     prefix = f"{path}." if path else ""

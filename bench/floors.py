@@ -9,7 +9,7 @@ plainagent's own code costs.
 
 import json
 import urllib.request
-from typing import Callable
+from collections.abc import Callable
 
 from workload import FUNCTIONS, MODEL
 
@@ -42,8 +42,9 @@ def post_streaming(base_url: str, body: dict, on_text: Callable[[str], None]) ->
                     text.append(delta["content"])
                     on_text(delta["content"])
                 for piece in delta.get("tool_calls") or []:
-                    call = calls.setdefault(piece["index"], {"id": "", "type": "function",
-                                                             "function": {"name": "", "arguments": ""}})
+                    call = calls.setdefault(
+                        piece["index"], {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+                    )
                     call["id"] = call["id"] or piece.get("id", "")
                     call["function"]["name"] = call["function"]["name"] or piece["function"].get("name", "")
                     call["function"]["arguments"] += piece["function"].get("arguments", "")

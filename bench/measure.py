@@ -10,8 +10,8 @@ import platform
 import resource
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Union
 
 
 @dataclass
@@ -39,8 +39,8 @@ class Row:
     ours: Sample
     floor: Sample
     floor_name: str
-    at_most: Union[float, None] = None
-    under: Union[float, None] = None
+    at_most: float | None = None
+    under: float | None = None
     unit: str = "s"
 
     @property
@@ -49,7 +49,7 @@ class Row:
         return self.ours.median / self.floor.median
 
     @property
-    def cpu_ratio(self) -> Union[float, None]:
+    def cpu_ratio(self) -> float | None:
         """The same ratio for CPU time, or ``None`` where CPU time was not measured."""
         if not self.ours.cpu or not self.floor.cpu or not statistics.median(self.floor.cpu):
             return None
@@ -80,8 +80,9 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def interleaved(repeats: int, functions: dict, cpu_clock: Callable[[], float] = time.process_time,
-                warm_up: bool = True) -> dict:
+def interleaved(
+    repeats: int, functions: dict, cpu_clock: Callable[[], float] = time.process_time, warm_up: bool = True
+) -> dict:
     """Run each function ``repeats`` times, taking turns; return a ``Sample`` for each.
 
     A function does some units of work and returns how many; the sample holds seconds per
@@ -118,12 +119,16 @@ def spread(sample: Sample, unit: str) -> str:
 
 def table(rows: list) -> str:
     """Return the rows as a Markdown table."""
-    lines = ["| row | plainagent: median [min to max] | floor: median [min to max] | ratio | CPU ratio | target |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| row | plainagent: median [min to max] | floor: median [min to max] | ratio | CPU ratio | target |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for row in rows:
         cpu = "" if row.cpu_ratio is None else f"{row.cpu_ratio:.2f}x"
-        lines.append(f"| {row.name} | {spread(row.ours, row.unit)} | {row.floor_name}: {spread(row.floor, row.unit)} "
-                     f"| {row.ratio:.2f}x | {cpu} | {row.verdict()} |")
+        lines.append(
+            f"| {row.name} | {spread(row.ours, row.unit)} | {row.floor_name}: {spread(row.floor, row.unit)} "
+            f"| {row.ratio:.2f}x | {cpu} | {row.verdict()} |"
+        )
     return "\n".join(lines)
 
 

@@ -34,10 +34,11 @@ def main() -> None:
     base_url = f"http://127.0.0.1:{port}/tools-{rounds}/{run}/v1"
     if side == "ours":
         sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
+        from workload import MODEL, SYSTEM, USER, lookup
+
         from agent import LlmCall, agent_life_cycle
         from llm_client import LlmClient
         from tools import make_tool_set, tool
-        from workload import MODEL, SYSTEM, USER, lookup
 
         imported = peak_rss()
         llm_call = LlmCall(LlmClient(MODEL, base_url, api_key="", max_retries=0))

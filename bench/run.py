@@ -29,9 +29,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Union
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(1, str(ROOT))  # after bench/ itself: the modules under test sit one level up
@@ -41,9 +41,9 @@ from measure import Row, Sample, amount, children_cpu, interleaved, machine, tab
 from stub import ANSWER, PARALLEL_CALLS, Stub, completion, tool_calls_message  # noqa: E402
 from workload import LOOKUP_WIRE, MODEL, SYSTEM, TOOL_WAIT_SECONDS, USER, lookup, wait, wire_history  # noqa: E402
 
+import llm_client  # noqa: E402
 from agent import LlmCall, agent_life_cycle  # noqa: E402
 from fake_llm import FakeLlm  # noqa: E402
-import llm_client  # noqa: E402
 from llm_client import LlmClient, LlmRequest  # noqa: E402
 from messages import Message, ToolCall, ToolResult  # noqa: E402
 from tools import make_tool_set, tool  # noqa: E402
@@ -113,7 +113,9 @@ def ours_run(stub: Stub, rounds: int, size: int = 2, run_name: Callable[[], str]
 
     def run() -> int:
         llm_call = LlmCall(client(stub, f"tools-{rounds}", run_name()))
-        conversation = agent_life_cycle(None, None, llm_call, tool_set=LOOKUP_TOOLS, history=start, max_steps=rounds + 1)
+        conversation = agent_life_cycle(
+            None, None, llm_call, tool_set=LOOKUP_TOOLS, history=start, max_steps=rounds + 1
+        )
         return expect(rounds + 1, len(conversation) == size + 2 * rounds + 1, "an agent run")
 
     return run
@@ -146,8 +148,10 @@ def ours_fake_run(size: int) -> Callable[[], int]:
 def floor_fake_run(size: int) -> Callable[[], int]:
     """The same run by the hand-written loop, its model a list of parsed replies."""
     start = wire_history(size)
-    replies = [completion(tool_calls_message("lookup", range(1)), "tool_calls"),
-               completion({"role": "assistant", "content": ANSWER}, "stop")]
+    replies = [
+        completion(tool_calls_message("lookup", range(1)), "tool_calls"),
+        completion({"role": "assistant", "content": ANSWER}, "stop"),
+    ]
 
     def run() -> int:
         script, messages = iter(replies), list(start)
@@ -192,7 +196,11 @@ def check_same_requests(stub: Stub) -> None:
     checks = [
         ("check-call", ours_call(stub, False, "check-call-ours"), floor_call(stub, False, "check-call-floor")),
         ("check-sse", ours_call(stub, True, "check-sse-ours"), floor_call(stub, True, "check-sse-floor")),
-        ("check-run", ours_run(stub, 3, 10, lambda: "check-run-ours"), floor_run(stub, 3, 10, lambda: "check-run-floor")),
+        (
+            "check-run",
+            ours_run(stub, 3, 10, lambda: "check-run-ours"),
+            floor_run(stub, 3, 10, lambda: "check-run-floor"),
+        ),
     ]
     for name, ours, floor in checks:
         ours(), floor()
@@ -258,15 +266,24 @@ def import_rows(repeats: int) -> list:
         for module in OURS:
             shutil.copy(ROOT / f"{module}.py", folder)
             shutil.copy(ROOT / f"{module}.py", source_only)
-        samples = interleaved(repeats, {
-            "ours": fresh_interpreter(ours, folder, cached),
-            "floor": fresh_interpreter(floor, folder, cached),
-            "bare": fresh_interpreter("pass", folder, cached),
-            "source": fresh_interpreter(ours, source_only, uncached),
-        }, cpu_clock=children_cpu)
+        samples = interleaved(
+            repeats,
+            {
+                "ours": fresh_interpreter(ours, folder, cached),
+                "floor": fresh_interpreter(floor, folder, cached),
+                "bare": fresh_interpreter("pass", folder, cached),
+                "source": fresh_interpreter(ours, source_only, uncached),
+            },
+            cpu_clock=children_cpu,
+        )
     return [
-        Row("import: plainagent vs its stdlib floor", samples["ours"], samples["floor"], "the same stdlib imports",
-            at_most=1.2),
+        Row(
+            "import: plainagent vs its stdlib floor",
+            samples["ours"],
+            samples["floor"],
+            "the same stdlib imports",
+            at_most=1.2,
+        ),
         Row("import: plainagent vs a bare interpreter", samples["ours"], samples["bare"], "python -S -c pass"),
         Row("import: plainagent compiled from source", samples["source"], samples["floor"], "the same stdlib imports"),
     ]
@@ -274,12 +291,25 @@ def import_rows(repeats: int) -> list:
 
 def call_rows(stub: Stub, repeats: int) -> list:
     """One ``LlmClient.generate`` call, plain and streamed, against the same call by hand."""
-    samples = interleaved(repeats, {
-        "json": ours_call(stub, False), "json floor": floor_call(stub, False),
-        "sse": ours_call(stub, True), "sse floor": floor_call(stub, True),
-    })
-    return [Row(f"one call: LlmClient.generate, {kind}", samples[key], samples[f"{key} floor"],
-                "bare urllib + json", at_most=1.15) for kind, key in [("JSON", "json"), ("streamed", "sse")]]
+    samples = interleaved(
+        repeats,
+        {
+            "json": ours_call(stub, False),
+            "json floor": floor_call(stub, False),
+            "sse": ours_call(stub, True),
+            "sse floor": floor_call(stub, True),
+        },
+    )
+    return [
+        Row(
+            f"one call: LlmClient.generate, {kind}",
+            samples[key],
+            samples[f"{key} floor"],
+            "bare urllib + json",
+            at_most=1.15,
+        )
+        for kind, key in [("JSON", "json"), ("streamed", "sse")]
+    ]
 
 
 def step_rows(stub: Stub, settings: Settings) -> list:
@@ -288,11 +318,25 @@ def step_rows(stub: Stub, settings: Settings) -> list:
     rows = []
     for rounds, repeats in [(10, settings.steps_10), (100, settings.steps_100)]:
         samples = interleaved(repeats, {"ours": ours_run(stub, rounds), "floor": floor_run(stub, rounds)})
-        rows.append(Row(f"agent step: K = {rounds} tool rounds", samples["ours"], samples["floor"],
-                        "hand-written urllib loop", at_most=1.2))
+        rows.append(
+            Row(
+                f"agent step: K = {rounds} tool rounds",
+                samples["ours"],
+                samples["floor"],
+                "hand-written urllib loop",
+                at_most=1.2,
+            )
+        )
     samples = interleaved(settings.fake, {"ours": ours_fake_run(10), "floor": floor_fake_run(10)})
-    rows.append(Row("agent step: FakeLlm, 10 messages", samples["ours"], samples["floor"], "hand-written loop, no HTTP",
-                    under=1e-4))
+    rows.append(
+        Row(
+            "agent step: FakeLlm, 10 messages",
+            samples["ours"],
+            samples["floor"],
+            "hand-written loop, no HTTP",
+            under=1e-4,
+        )
+    )
     return rows
 
 
@@ -305,28 +349,47 @@ def growth_rows(stub: Stub, repeats: int) -> list:
         functions[f"dumps {size}"] = encode_body(size, max(1, 1000 // size))
     functions["floor 1000"] = floor_run(stub, 1, 1000)
     samples = interleaved(repeats, functions)
-    rows = [Row(f"growth: step at {size:,} messages", samples[f"ours {size}"], samples[f"dumps {size}"],
-                "json.dumps(body)", at_most=2.0 if size == 1000 else None) for size in GROWTH_SIZES]
-    rows.append(Row("growth: hand-written step at 1,000 messages", samples["floor 1000"], samples["dumps 1000"],
-                    "json.dumps(body)"))
+    rows = [
+        Row(
+            f"growth: step at {size:,} messages",
+            samples[f"ours {size}"],
+            samples[f"dumps {size}"],
+            "json.dumps(body)",
+            at_most=2.0 if size == 1000 else None,
+        )
+        for size in GROWTH_SIZES
+    ]
+    rows.append(
+        Row(
+            "growth: hand-written step at 1,000 messages",
+            samples["floor 1000"],
+            samples["dumps 1000"],
+            "json.dumps(body)",
+        )
+    )
     for small, large in itertools.pairwise(GROWTH_SIZES):
-        ours, dumps = (slope(samples[f"{side} {small}"], samples[f"{side} {large}"], large - small) for side in ("ours", "dumps"))
+        ours, dumps = (
+            slope(samples[f"{side} {small}"], samples[f"{side} {large}"], large - small) for side in ("ours", "dumps")
+        )
         rows.append(Row(f"growth: added cost per message, {small:,} to {large:,}", ours, dumps, "json.dumps(body)"))
     return rows
 
 
 def slope(small: Sample, large: Sample, messages: int) -> Sample:
     """The added cost per message between two sizes, round by round."""
-    return Sample([(b - a) / messages for a, b in zip(small.wall, large.wall, strict=True)],
-                  [(b - a) / messages for a, b in zip(small.cpu, large.cpu, strict=True)])
+    return Sample(
+        [(b - a) / messages for a, b in zip(small.wall, large.wall, strict=True)],
+        [(b - a) / messages for a, b in zip(small.cpu, large.cpu, strict=True)],
+    )
 
 
 def parallel_row(stub: Stub, repeats: int) -> Row:
     """A run whose reply asks for 8 tools that each wait 50 ms, against one tool's wait."""
     ours = interleaved(repeats, {"ours": ours_parallel(stub)})["ours"]
     one_tool = Sample([TOOL_WAIT_SECONDS], [])
-    return Row(f"parallel tools: {PARALLEL_CALLS} x 50 ms tools, whole run", ours, one_tool, "one tool's 50 ms",
-               under=0.1)
+    return Row(
+        f"parallel tools: {PARALLEL_CALLS} x 50 ms tools, whole run", ours, one_tool, "one tool's 50 ms", under=0.1
+    )
 
 
 def memory_rows(stub: Stub, repeats: int) -> list:
@@ -334,19 +397,43 @@ def memory_rows(stub: Stub, repeats: int) -> list:
     plainagent's and the floor's, run side by side (memory does not depend on the timing)."""
     peaks: dict[str, list] = {"ours imports": [], "floor imports": [], "ours": [], "floor": []}
     for _ in range(repeats):
-        children = {side: subprocess.Popen([sys.executable, str(Path(__file__).with_name("peak_rss.py")), side,
-                                            str(stub.port), run_id(), str(MEMORY_MESSAGES)],
-                                           stdout=subprocess.PIPE, text=True) for side in ("ours", "floor")}
+        children = {
+            side: subprocess.Popen(
+                [
+                    sys.executable,
+                    str(Path(__file__).with_name("peak_rss.py")),
+                    side,
+                    str(stub.port),
+                    run_id(),
+                    str(MEMORY_MESSAGES),
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for side in ("ours", "floor")
+        }
         for side, child in children.items():
             imported, peak, messages = child.communicate(timeout=300)[0].split()
             expect(1, child.returncode == 0 and int(messages) == MEMORY_MESSAGES + 1, f"the {side} memory run")
             peaks[f"{side} imports"].append(int(imported))
             peaks[side].append(int(peak))
     samples = {name: Sample(values, []) for name, values in peaks.items()}
-    return [Row("memory: peak RSS after the imports", samples["ours imports"], samples["floor imports"],
-                "the floor's imports", unit="B"),
-            Row(f"memory: peak RSS, {MEMORY_MESSAGES:,}-message run", samples["ours"], samples["floor"],
-                "hand-written urllib loop", unit="B")]
+    return [
+        Row(
+            "memory: peak RSS after the imports",
+            samples["ours imports"],
+            samples["floor imports"],
+            "the floor's imports",
+            unit="B",
+        ),
+        Row(
+            f"memory: peak RSS, {MEMORY_MESSAGES:,}-message run",
+            samples["ours"],
+            samples["floor"],
+            "hand-written urllib loop",
+            unit="B",
+        ),
+    ]
 
 
 # --- where the time goes --------------------------------------------------------------------
@@ -360,9 +447,11 @@ def profile(stub: Stub) -> None:
     at 1,000 messages: building its messages, of which re-encoding the tool calls' arguments,
     against encoding the body.
     """
-    for name, run, repeats in [("agent step: K = 10 tool rounds", ours_run(stub, 10), 50),
-                               ("agent step: K = 100 tool rounds", ours_run(stub, 100), 5),
-                               ("growth: step at 1,000 messages", ours_run(stub, 1, 1000), 20)]:
+    for name, run, repeats in [
+        ("agent step: K = 10 tool rounds", ours_run(stub, 10), 50),
+        ("agent step: K = 100 tool rounds", ours_run(stub, 100), 5),
+        ("growth: step at 1,000 messages", ours_run(stub, 1, 1000), 20),
+    ]:
         run()
         profiler = cProfile.Profile()
         steps = sum(profiler.runcall(run) for _ in range(repeats))
@@ -382,13 +471,15 @@ def profile(stub: Stub) -> None:
         return 1
 
     samples = interleaved(50, {"build": build_messages, "arguments": encode_arguments, "body": encode_body(1000, 1)})
-    print(f"\nthe request body at 1,000 messages, without the profiler (medians of 50): "
-          f"_build_messages {amount(samples['build'].median, 's')}, of which re-encoding {len(arguments)} "
-          f"tool calls' arguments {amount(samples['arguments'].median, 's')}; "
-          f"json.dumps(body) {amount(samples['body'].median, 's')}")
+    print(
+        f"\nthe request body at 1,000 messages, without the profiler (medians of 50): "
+        f"_build_messages {amount(samples['build'].median, 's')}, of which re-encoding {len(arguments)} "
+        f"tool calls' arguments {amount(samples['arguments'].median, 's')}; "
+        f"json.dumps(body) {amount(samples['body'].median, 's')}"
+    )
 
 
-def main(argv: Union[list, None] = None) -> int:
+def main(argv: list | None = None) -> int:
     """Run the benchmark (or the profile) and print the table; return the exit status."""
     parser = argparse.ArgumentParser(description="Measure what plainagent costs against the standard library's floor.")
     parser.add_argument("--quick", action="store_true", help="a few repetitions only: proves it runs; rough numbers")
@@ -409,8 +500,10 @@ def main(argv: Union[list, None] = None) -> int:
         rows += growth_rows(stub, settings.growth)
         rows.append(parallel_row(stub, settings.parallel))
         rows += memory_rows(stub, settings.memory)
-    print(f"medians of interleaved repetitions ({'quick' if settings is QUICK else 'full'} run, "
-          f"{time.perf_counter() - started:.0f} s); wall-clock time per unit; ratio = plainagent / floor\n")
+    print(
+        f"medians of interleaved repetitions ({'quick' if settings is QUICK else 'full'} run, "
+        f"{time.perf_counter() - started:.0f} s); wall-clock time per unit; ratio = plainagent / floor\n"
+    )
     print(table(rows))
     return 0
 

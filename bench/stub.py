@@ -42,30 +42,49 @@ NOT_FOUND = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r
 
 def completion(message: dict, finish_reason: str) -> dict:
     """Return a ``chat.completion`` body holding one choice."""
-    return {"id": "chatcmpl-bench", "object": "chat.completion", "created": 0, "model": MODEL,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}}
+    return {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "created": 0,
+        "model": MODEL,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+    }
 
 
 def tool_calls_message(name: str, numbers: range) -> dict:
     """Return an assistant message calling ``name`` once for each ``n`` in ``numbers``."""
-    calls = [{"id": f"call_{n}", "type": "function", "function": {"name": name, "arguments": json.dumps({"n": n})}}
-             for n in numbers]
+    calls = [
+        {"id": f"call_{n}", "type": "function", "function": {"name": name, "arguments": json.dumps({"n": n})}}
+        for n in numbers
+    ]
     return {"role": "assistant", "content": None, "tool_calls": calls}
 
 
 def sse_events(body: dict) -> list[dict]:
     """Return the ``chat.completion.chunk`` events a server streams for ``body``: text word by
     word, each tool call as its name and then its arguments in two pieces, then usage."""
-    message, head = body["choices"][0]["message"], {"id": body["id"], "object": "chat.completion.chunk",
-                                                    "created": 0, "model": MODEL}
+    message, head = (
+        body["choices"][0]["message"],
+        {"id": body["id"], "object": "chat.completion.chunk", "created": 0, "model": MODEL},
+    )
     deltas: list[dict] = [{"role": "assistant", "content": ""}]
     deltas += [{"content": word} for word in re.findall(r"\S+\s*", message["content"] or "")]
     for index, call in enumerate(message.get("tool_calls") or []):
         arguments = call["function"]["arguments"]
         half = len(arguments) // 2
-        deltas.append({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                                       "function": {"name": call["function"]["name"], "arguments": ""}}]})
+        deltas.append(
+            {
+                "tool_calls": [
+                    {
+                        "index": index,
+                        "id": call["id"],
+                        "type": "function",
+                        "function": {"name": call["function"]["name"], "arguments": ""},
+                    }
+                ]
+            }
+        )
         for piece in (arguments[:half], arguments[half:]):
             deltas.append({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
     events = [dict(head, choices=[{"index": 0, "delta": delta, "finish_reason": None}]) for delta in deltas]
@@ -106,7 +125,7 @@ class Handler(StreamRequestHandler):
     """
 
     def handle(self) -> None:
-        server: "StubServer" = self.server  # type: ignore[assignment]
+        server: StubServer = self.server  # type: ignore[assignment]
         method, path, *_ = self.rfile.readline(65536).decode("latin-1").split(" ")
         length = 0
         while (line := self.rfile.readline(65536)) not in (b"\r\n", b"\n", b""):
@@ -156,8 +175,9 @@ class Stub:
     """The stub in its own process, as a context manager; ``url(script, run)`` is a client's base URL."""
 
     def __enter__(self) -> "Stub":
-        self.process = subprocess.Popen([sys.executable, str(Path(__file__))],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            [sys.executable, str(Path(__file__))], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         self.port = int(self.process.stdout.readline())  # type: ignore[union-attr]
         return self
 

@@ -39,19 +39,21 @@ def wait(n: int) -> str:
 FUNCTIONS = {"lookup": lookup, "wait": wait}
 
 # What a hand-written program would type for the same tool: the body plainagent derives.
-LOOKUP_WIRE = [{
-    "type": "function",
-    "function": {
-        "name": "lookup",
-        "description": "Return the text of record n.",
-        "parameters": {
-            "type": "object",
-            "properties": {"n": {"type": "integer", "description": "The record's number."}},
-            "required": ["n"],
-            "additionalProperties": False,
+LOOKUP_WIRE = [
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": "Return the text of record n.",
+            "parameters": {
+                "type": "object",
+                "properties": {"n": {"type": "integer", "description": "The record's number."}},
+                "required": ["n"],
+                "additionalProperties": False,
+            },
         },
-    },
-}]
+    }
+]
 
 
 def wire_history(size: int) -> list:

@@ -22,7 +22,7 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 PROJECT = Path(__file__).resolve().parent.parent
 
@@ -47,13 +47,13 @@ class Reply:
 
     status: int = 200
     body: Any = b""
-    pieces: Union[list, None] = None
+    pieces: list | None = None
     headers: dict = field(default_factory=dict)
-    content_type: Union[str, None] = "application/json"
+    content_type: str | None = "application/json"
     gates: dict = field(default_factory=dict)
-    hold: Union[threading.Event, None] = None
+    hold: threading.Event | None = None
     ending: str = "complete"
-    arrived: Union[threading.Event, None] = None
+    arrived: threading.Event | None = None
 
 
 @dataclass
@@ -73,7 +73,7 @@ def sse_pieces(*chunks: Any, done: bool = True) -> list:
     return pieces + ["data: [DONE]\n\n"] if done else pieces
 
 
-def chat_completion(text: Union[str, None] = None, tool_calls: tuple = (), usage: Union[dict, None] = None) -> dict:
+def chat_completion(text: str | None = None, tool_calls: tuple = (), usage: dict | None = None) -> dict:
     """Return a ``chat.completion`` body as OpenAI sends it: ``text`` and ``(id, name, arguments)`` calls."""
     message: dict = {"role": "assistant", "content": text}
     if tool_calls:
@@ -81,8 +81,13 @@ def chat_completion(text: Union[str, None] = None, tool_calls: tuple = (), usage
             {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
             for call_id, name, arguments in tool_calls
         ]
-    body = {"id": "chatcmpl-loopback", "object": "chat.completion", "created": 1, "model": "m", "choices": [
-        {"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}]}
+    body = {
+        "id": "chatcmpl-loopback",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}],
+    }
     return body if usage is None else {**body, "usage": usage}
 
 

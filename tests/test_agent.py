@@ -172,7 +172,12 @@ def test_an_llm_call_that_raises_stops_the_run_with_the_error_as_cause():
 
 
 def test_a_failed_model_call_stops_the_run_with_llm_error():
-    stopped = stop_of([ToolCall("call_1", "echo", {"text": "hi"}), LlmResponse(error_message="HTTP 500: upstream down", status_code=500)])
+    stopped = stop_of(
+        [
+            ToolCall("call_1", "echo", {"text": "hi"}),
+            LlmResponse(error_message="HTTP 500: upstream down", status_code=500),
+        ]
+    )
     assert (stopped.reason, stopped.detail, stopped.conversation) == (
         "llm_error",
         "HTTP 500: upstream down",
@@ -214,7 +219,9 @@ def test_a_truncated_reply_stops_the_run_without_running_its_tool_calls():
 
 def test_on_message_sees_every_appended_message_in_order():
     seen = []
-    conversation, _ = run([[Message("assistant", "Echoing."), ToolCall("call_1", "echo", {"text": "hi"})], "hi"], on_message=seen.append)
+    conversation, _ = run(
+        [[Message("assistant", "Echoing."), ToolCall("call_1", "echo", {"text": "hi"})], "hi"], on_message=seen.append
+    )
     assert seen == conversation
 
 
@@ -238,7 +245,13 @@ def test_continuing_a_conversation_leaves_the_history_list_unchanged():
 
 
 def test_unanswered_tool_calls_in_the_history_are_run_first():
-    previous = [SYSTEM, USER, ToolCall("call_1", "echo", {"text": "hi"}), ToolCall("call_2", "echo", {"text": "ho"}), ToolResult("call_2", "echo", "ho")]
+    previous = [
+        SYSTEM,
+        USER,
+        ToolCall("call_1", "echo", {"text": "hi"}),
+        ToolCall("call_2", "echo", {"text": "ho"}),
+        ToolResult("call_2", "echo", "ho"),
+    ]
     fake = FakeLlm(["hi ho"])
     conversation = agent_life_cycle("Be brief.", None, LlmCall(fake), tool_set=TOOLS, history=previous)
     assert conversation == previous + [ToolResult("call_1", "echo", "hi"), Message("assistant", "hi ho")]
@@ -325,7 +338,10 @@ def test_the_token_budget_stops_the_run_once_reported_usage_reaches_it():
 def test_llm_call_adds_up_reported_usage_and_skips_missing_counts():
     fake = FakeLlm(
         [
-            LlmResponse(content=[ToolCall("call_1", "echo", {"text": "hi"})], usage_metadata={"input_tokens": 10, "output_tokens": None}),
+            LlmResponse(
+                content=[ToolCall("call_1", "echo", {"text": "hi"})],
+                usage_metadata={"input_tokens": 10, "output_tokens": None},
+            ),
             LlmResponse(content=[Message("assistant", "hi")], usage_metadata={"input_tokens": 20, "output_tokens": 5}),
         ]
     )
@@ -349,8 +365,13 @@ def test_past_max_tool_rounds_the_model_is_asked_to_answer_without_tools():
 
 
 def test_tool_rounds_are_counted_from_the_last_user_message():
-    history = [Message("system", "s"), Message("user", "u"), ToolCall("call_1", "echo", {"text": "a"}),
-               ToolResult("call_1", "echo", "a"), Message("assistant", "a")]
+    history = [
+        Message("system", "s"),
+        Message("user", "u"),
+        ToolCall("call_1", "echo", {"text": "a"}),
+        ToolResult("call_1", "echo", "a"),
+        Message("assistant", "a"),
+    ]
     fake = FakeLlm(["again"])
     agent_life_cycle(None, "Once more.", LlmCall(fake, max_tool_rounds=1), tool_set=TOOLS, history=history)
     assert fake.requests[0].tool_choice == "auto"

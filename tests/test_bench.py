@@ -33,8 +33,14 @@ AMOUNT = r"-?[\d.]+ (us|ms|MB) \[-?[\d.]+ (us|ms|MB) to -?[\d.]+ (us|ms|MB)\]"
 
 def test_the_quick_benchmark_prints_every_row_with_a_floor_and_a_ratio(tmp_path):
     env = dict(os.environ, TMPDIR=str(tmp_path))  # the import rows' temporary folders go under tmp_path
-    done = subprocess.run([sys.executable, str(PROJECT / "bench" / "run.py"), "--quick"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(PROJECT / "bench" / "run.py"), "--quick"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert (done.returncode, done.stderr) == (0, "")
     lines = [line for line in done.stdout.splitlines() if line.startswith("|")][2:]  # after the header lines
     table = {cells[0]: cells[1:] for cells in ([cell.strip() for cell in line.strip("|").split("|")] for line in lines)}

@@ -144,7 +144,15 @@ def calculate(expression):
 
 @pytest.mark.parametrize(
     "expression, value",
-    [("12 * 7 + 5", "89"), ("(1 + 2) * -3", "-9"), ("7 / 2", "3.5"), ("7 // 2", "3"), ("7 % 4", "3"), ("2 ** 10", "1024"), ("2.5 ** 2", "6.25")],
+    [
+        ("12 * 7 + 5", "89"),
+        ("(1 + 2) * -3", "-9"),
+        ("7 / 2", "3.5"),
+        ("7 // 2", "3"),
+        ("7 % 4", "3"),
+        ("2 ** 10", "1024"),
+        ("2.5 ** 2", "6.25"),
+    ],
 )
 def test_the_calculator_does_arithmetic(expression, value):
     assert calculate(expression) == ToolResult("call_1", "calculator", value)
@@ -194,7 +202,10 @@ def test_the_calculator_refuses_numbers_too_large_to_compute(expression, message
 
 def test_the_calculator_refuses_a_complex_result():
     result = execute_tool_call(ToolCall("c", "calculator", {"expression": "(-8) ** 0.5"}), DEMO_TOOLS)
-    assert (result.is_error, result.content) == (True, "tool 'calculator' raised ValueError: the result is not a real number")
+    assert (result.is_error, result.content) == (
+        True,
+        "tool 'calculator' raised ValueError: the result is not a real number",
+    )
 
 
 def test_the_calculator_refuses_text_that_is_not_an_expression():

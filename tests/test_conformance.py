@@ -26,10 +26,13 @@ if not CASE_FILES:
 
 pytestmark = pytest.mark.conformance
 
-BLANK_ARGUMENTS = ("blank or absent tool-call arguments mean no arguments: ToolCall.arguments is {}, "
-                   "the value a tool runs with")
-GENERATED_ID = ("a tool call sent without an id gets an id made from a hash of the response, so its ToolResult "
-                "can be matched to it and a replay gives the same id")
+BLANK_ARGUMENTS = (
+    "blank or absent tool-call arguments mean no arguments: ToolCall.arguments is {}, the value a tool runs with"
+)
+GENERATED_ID = (
+    "a tool call sent without an id gets an id made from a hash of the response, so its ToolResult "
+    "can be matched to it and a replay gives the same id"
+)
 
 DIFFERENCES = {
     "cloudflare__content-is-object": (
@@ -37,19 +40,32 @@ DIFFERENCES = {
         "keeps every field the model wrote, where a dropped object or str(dict) would not",
         {"text": '{"title": "Apples are tasty", "author": "Hadley Wickham"}'},
     ),
-    "databricks__sse-tool-call-empty-string-args": (BLANK_ARGUMENTS, {
-        "tool_calls": [{"id": "toolu_bdrk_01TPK8QRAHByJ1TANL9PDZQK", "name": "get_date", "arguments": {}}],
-    }),
-    "openrouter__tool-call-missing-arguments": (BLANK_ARGUMENTS, {
-        "tool_calls": [{"id": "toolu_vrtx_015QAXScZzRDPttiPoc34AdD", "name": "find_education_content",
-                        "arguments": {}}],
-    }),
-    "gemini-openai-compat__tool-call-no-id": (GENERATED_ID, {
-        "tool_calls": [{"id": "call_cdccbb0a254d_0", "name": "get_current_time", "arguments": {}}],
-    }),
-    "gemini-openai-compat__sse-tool-call-no-id": (GENERATED_ID, {
-        "tool_calls": [{"id": "call_d7ad459aadc5_0", "name": "return_bool", "arguments": {"value": True}}],
-    }),
+    "databricks__sse-tool-call-empty-string-args": (
+        BLANK_ARGUMENTS,
+        {
+            "tool_calls": [{"id": "toolu_bdrk_01TPK8QRAHByJ1TANL9PDZQK", "name": "get_date", "arguments": {}}],
+        },
+    ),
+    "openrouter__tool-call-missing-arguments": (
+        BLANK_ARGUMENTS,
+        {
+            "tool_calls": [
+                {"id": "toolu_vrtx_015QAXScZzRDPttiPoc34AdD", "name": "find_education_content", "arguments": {}}
+            ],
+        },
+    ),
+    "gemini-openai-compat__tool-call-no-id": (
+        GENERATED_ID,
+        {
+            "tool_calls": [{"id": "call_cdccbb0a254d_0", "name": "get_current_time", "arguments": {}}],
+        },
+    ),
+    "gemini-openai-compat__sse-tool-call-no-id": (
+        GENERATED_ID,
+        {
+            "tool_calls": [{"id": "call_d7ad459aadc5_0", "name": "return_bool", "arguments": {"value": True}}],
+        },
+    ),
 }
 
 
@@ -60,8 +76,11 @@ def observed(response: LlmResponse, kind: str) -> dict:
     shape = {
         "text": response.text or None,
         "tool_calls": [
-            {"id": call.tool_call_id, "name": call.name,
-             "arguments": call.arguments if call.raw_arguments is None else call.raw_arguments}
+            {
+                "id": call.tool_call_id,
+                "name": call.name,
+                "arguments": call.arguments if call.raw_arguments is None else call.raw_arguments,
+            }
             for call in response.tool_calls
         ],
         "finish_reason": response.finish_reason,
@@ -93,7 +112,9 @@ def test_recorded_response_is_read_as_expected(path):
     pieces: list = []
     request = LlmRequest(contents=[Message("user", "replay")])
     with LoopbackServer([reply]) as server:
-        client = LlmClient(case["request"]["body"].get("model", "model"), server.base_url, "sk-conformance", max_retries=0)
+        client = LlmClient(
+            case["request"]["body"].get("model", "model"), server.base_url, "sk-conformance", max_retries=0
+        )
         response = client.generate(request, on_text=pieces.append if streaming else None)
     expected = expected_of(case)
     for key, ours in DIFFERENCES.get(path.stem, ("", {}))[1].items():

@@ -24,8 +24,12 @@ WAIT_SECONDS = 60.0  # only a broken test waits this long
 
 TASK = "Work out 12 * 7 + 5 and 2 ** 10, then double the first."
 SCRIPT = [
-    chat_completion(tool_calls=[("call_1", "calculator", {"expression": "12 * 7 + 5"}),
-                                ("call_2", "calculator", {"expression": "2 ** 10"})]),
+    chat_completion(
+        tool_calls=[
+            ("call_1", "calculator", {"expression": "12 * 7 + 5"}),
+            ("call_2", "calculator", {"expression": "2 ** 10"}),
+        ]
+    ),
     chat_completion(tool_calls=[("call_3", "calculator", {"expression": "89 * 2"})]),
     chat_completion("89, 1024, and 89 doubled is 178."),
 ]
@@ -60,8 +64,17 @@ class KilledRun:
         self.path = tmp_path / "run.jsonl"
         arrived = threading.Event()
         held = Reply(body=SCRIPT[number - 1], hold=threading.Event(), arrived=arrived)
-        with LoopbackServer([Reply(body=body) for body in SCRIPT[:number - 1]] + [held]) as server:
-            arguments = ["--base-url", server.base_url, "--model", "m", "--no-stream", "--transcript", str(self.path), TASK]
+        with LoopbackServer([Reply(body=body) for body in SCRIPT[: number - 1]] + [held]) as server:
+            arguments = [
+                "--base-url",
+                server.base_url,
+                "--model",
+                "m",
+                "--no-stream",
+                "--transcript",
+                str(self.path),
+                TASK,
+            ]
             process = subprocess.Popen(**agent_cli(*arguments), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
                 assert arrived.wait(WAIT_SECONDS), f"the run never sent request {number}"
@@ -75,8 +88,12 @@ class KilledRun:
 def resume(path: Path, script: list, *flags: str) -> tuple[subprocess.CompletedProcess, LoopbackServer]:
     """Resume the transcript at ``path`` against a server answering with ``script``; return the run and server."""
     with LoopbackServer([Reply(body=body) for body in script]) as server:
-        done = subprocess.run(**agent_cli("--resume", str(path), "--base-url", server.base_url, *flags),
-                              capture_output=True, text=True, timeout=WAIT_SECONDS)
+        done = subprocess.run(
+            **agent_cli("--resume", str(path), "--base-url", server.base_url, *flags),
+            capture_output=True,
+            text=True,
+            timeout=WAIT_SECONDS,
+        )
     return done, server
 
 
@@ -107,7 +124,7 @@ def test_while_a_run_waits_for_the_model_its_transcript_already_holds_every_mess
     assert lines[-1] == b""  # every write ended in a newline: nothing is half written
     assert [json.loads(line) for line in lines[:-1]] == [
         {"type": "header", "format": "plainagent-transcript/1", "settings": settings_for(run.base_url)},
-        *as_dicts(EXPECTED[:SENT_BEFORE_REQUEST[number]]),
+        *as_dicts(EXPECTED[: SENT_BEFORE_REQUEST[number]]),
     ]
 
 
@@ -115,13 +132,13 @@ def test_while_a_run_waits_for_the_model_its_transcript_already_holds_every_mess
 def test_a_run_killed_while_waiting_for_the_model_leaves_valid_lines_and_its_settings(tmp_path, number):
     run = KilledRun(tmp_path, number)
     settings, conversation = strict_load(run.path)
-    assert (settings, conversation) == (settings_for(run.base_url), EXPECTED[:SENT_BEFORE_REQUEST[number]])
+    assert (settings, conversation) == (settings_for(run.base_url), EXPECTED[: SENT_BEFORE_REQUEST[number]])
 
 
 @pytest.mark.parametrize("number", [1, 2, 3])
 def test_a_killed_run_resumes_to_the_whole_conversation_with_every_message_once(tmp_path, number):
     run = KilledRun(tmp_path, number)
-    done, server = resume(run.path, SCRIPT[number - 1:])
+    done, server = resume(run.path, SCRIPT[number - 1 :])
     assert (done.returncode, done.stderr, len(server.requests)) == (0, "", 4 - number)
     assert as_dicts(strict_load(run.path)[1]) == as_dicts(EXPECTED)
 
@@ -129,7 +146,7 @@ def test_a_killed_run_resumes_to_the_whole_conversation_with_every_message_once(
 @pytest.mark.parametrize("number", [1, 2, 3])
 def test_a_resumed_run_asks_the_model_exactly_what_the_killed_run_was_asking(tmp_path, number):
     run = KilledRun(tmp_path, number)
-    _, server = resume(run.path, SCRIPT[number - 1:])
+    _, server = resume(run.path, SCRIPT[number - 1 :])
     assert server.requests[0].body == run.held.body
 
 
@@ -150,8 +167,10 @@ def test_with_skip_pending_tool_calls_left_without_results_are_recorded_as_not_e
     run = KilledRun(tmp_path, 2)
     cut_after_line(run.path, HEADER_AND_CALLS)
     done, server = resume(run.path, SCRIPT[1:], "--skip-pending")
-    not_executed = [ToolResult("call_1", "calculator", NOT_EXECUTED, is_error=True),
-                    ToolResult("call_2", "calculator", NOT_EXECUTED, is_error=True)]
+    not_executed = [
+        ToolResult("call_1", "calculator", NOT_EXECUTED, is_error=True),
+        ToolResult("call_2", "calculator", NOT_EXECUTED, is_error=True),
+    ]
     assert (done.returncode, len(server.requests)) == (0, 2)
     assert as_dicts(strict_load(run.path)[1]) == as_dicts(EXPECTED[:4] + not_executed + EXPECTED[6:])
 

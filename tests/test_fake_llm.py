@@ -87,7 +87,9 @@ def test_a_conversation_ending_in_an_unanswered_tool_call_is_rejected():
 
 def test_a_new_reply_before_every_call_of_the_last_is_answered_is_rejected():
     second = ToolCall("call_2", "add", {"a": 1, "b": 1})
-    response = ask(FakeLlm(["Never."]), QUESTION + [CALL, second, ToolResult("call_1", "add", "5"), ToolCall("call_3", "add", {})])
+    response = ask(
+        FakeLlm(["Never."]), QUESTION + [CALL, second, ToolResult("call_1", "add", "5"), ToolCall("call_3", "add", {})]
+    )
     assert response.error_message == (
         "HTTP 400: messages[5]: tool calls 'call_2' have no tool result; "
         "each tool call needs one before the conversation goes on"
@@ -156,7 +158,10 @@ def test_replaying_scripts_the_model_replies_of_a_conversation():
         ToolResult("call_1", "add", "5"),
         Message("assistant", "It is 5."),
     ]
-    assert FakeLlm.replaying(conversation).script == [[Message("assistant", "Adding."), CALL], [Message("assistant", "It is 5.")]]
+    assert FakeLlm.replaying(conversation).script == [
+        [Message("assistant", "Adding."), CALL],
+        [Message("assistant", "It is 5.")],
+    ]
 
 
 def test_replaying_a_run_through_the_agent_loop_gives_the_same_conversation():
@@ -165,7 +170,13 @@ def test_replaying_a_run_through_the_agent_loop_gives_the_same_conversation():
         """Add two integers."""
         return a + b
 
-    script = [["Adding.", CALL, ToolCall("call_2", "add", {"a": 1, "b": "x"})], ToolCall("call_3", "add", {"a": 5, "b": 5}), "It is 10."]
+    script = [
+        ["Adding.", CALL, ToolCall("call_2", "add", {"a": 1, "b": "x"})],
+        ToolCall("call_3", "add", {"a": 5, "b": 5}),
+        "It is 10.",
+    ]
     original = agent_life_cycle("Be brief.", "2 + 3, doubled?", LlmCall(FakeLlm(script)), tool_set={"add": add})
-    replayed = agent_life_cycle("Be brief.", "2 + 3, doubled?", LlmCall(FakeLlm.replaying(original)), tool_set={"add": add})
+    replayed = agent_life_cycle(
+        "Be brief.", "2 + 3, doubled?", LlmCall(FakeLlm.replaying(original)), tool_set={"add": add}
+    )
     assert replayed == original

@@ -25,8 +25,11 @@ PAGE = "<html><head><title>Sign in</title></head><body><h1>Sign in to the Wi-Fi<
 
 
 def chunk(content: str, finish_reason=None) -> dict:
-    return {"id": "chatcmpl-s", "object": "chat.completion.chunk",
-            "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": finish_reason}]}
+    return {
+        "id": "chatcmpl-s",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": finish_reason}],
+    }
 
 
 def event_stream(pieces: list, **options) -> Reply:
@@ -42,20 +45,37 @@ def answer(is_stream: bool) -> Reply:
 TRANSIENT = {
     "429 with Retry-After": (
         lambda: Reply(429, {"error": {"message": "Rate limit reached"}}, headers={"Retry-After": "2"}),
-        2.0, "HTTP 429: Rate limit reached"),
-    "500": (lambda: Reply(500, {"error": {"message": "The server had an error"}}), None, "HTTP 500: The server had an error"),
+        2.0,
+        "HTTP 429: Rate limit reached",
+    ),
+    "500": (
+        lambda: Reply(500, {"error": {"message": "The server had an error"}}),
+        None,
+        "HTTP 500: The server had an error",
+    ),
     "503": (lambda: Reply(503, b"", content_type=None), None, "HTTP 503: Service Unavailable"),
     "reset before answering": (
-        lambda: Reply(ending="drop"), None, "no answer from the server: [Errno 104] Connection reset by peer"),
+        lambda: Reply(ending="drop"),
+        None,
+        "no answer from the server: [Errno 104] Connection reset by peer",
+    ),
     "stalled before answering": (
-        lambda: Reply(body=HELLO, hold=threading.Event()), None, "no answer from the server: timed out"),
+        lambda: Reply(body=HELLO, hold=threading.Event()),
+        None,
+        "no answer from the server: timed out",
+    ),
 }
 
 # Faults in a plain response that has begun: reported at once. name: (reply maker, error)
 BROKEN = {
-    "body cut in half": (lambda: Reply(body=HELLO, ending="cut"),
-                         "response body broken off: IncompleteRead(95 bytes read, 96 more expected)"),
-    "HTML page": (lambda: Reply(body=PAGE, content_type="text/html"), "response is not JSON: Sign in Sign in to the Wi-Fi"),
+    "body cut in half": (
+        lambda: Reply(body=HELLO, ending="cut"),
+        "response body broken off: IncompleteRead(95 bytes read, 96 more expected)",
+    ),
+    "HTML page": (
+        lambda: Reply(body=PAGE, content_type="text/html"),
+        "response is not JSON: Sign in Sign in to the Wi-Fi",
+    ),
     "empty body": (lambda: Reply(body=b""), "the server sent an empty body"),
     "no choices": (lambda: Reply(body={"id": "chatcmpl-1", "choices": []}), "response has no choices"),
 }
@@ -63,15 +83,28 @@ BROKEN = {
 # Faults in a stream that has begun: reported at once, keeping the text that came.
 # name: (reply maker given the event set once text reached on_text, error, text kept)
 BROKEN_STREAM = {
-    "stream cut": (lambda text_seen: event_stream(sse_pieces(chunk("Hel"), done=False), ending="cut"),
-                   "stream broken off: IncompleteRead(0 bytes read)", "Hel"),
-    "stream reset": (lambda text_seen: event_stream(sse_pieces(chunk("Hel"), done=False), gates={1: text_seen}, ending="reset"),
-                     "stream broken off: [Errno 104] Connection reset by peer", "Hel"),
-    "stream stalled": (lambda text_seen: event_stream(sse_pieces(chunk("Hel"), chunk("lo!")), gates={1: threading.Event()}),
-                       "stream broken off: timed out", "Hel"),
+    "stream cut": (
+        lambda text_seen: event_stream(sse_pieces(chunk("Hel"), done=False), ending="cut"),
+        "stream broken off: IncompleteRead(0 bytes read)",
+        "Hel",
+    ),
+    "stream reset": (
+        lambda text_seen: event_stream(sse_pieces(chunk("Hel"), done=False), gates={1: text_seen}, ending="reset"),
+        "stream broken off: [Errno 104] Connection reset by peer",
+        "Hel",
+    ),
+    "stream stalled": (
+        lambda text_seen: event_stream(sse_pieces(chunk("Hel"), chunk("lo!")), gates={1: threading.Event()}),
+        "stream broken off: timed out",
+        "Hel",
+    ),
     "HTML page": (lambda text_seen: Reply(body=PAGE, content_type="text/html"), "the stream held no events", ""),
     "empty body": (lambda text_seen: event_stream([]), "the stream held no events", ""),
-    "no choices": (lambda text_seen: event_stream(sse_pieces({"id": "chatcmpl-s", "choices": []})), "response has no choices", ""),
+    "no choices": (
+        lambda text_seen: event_stream(sse_pieces({"id": "chatcmpl-s", "choices": []})),
+        "response has no choices",
+        "",
+    ),
 }
 
 
@@ -86,8 +119,9 @@ class Caller:
 
     def __init__(self, server: LoopbackServer, max_retries: int = 2) -> None:
         self.sleeps: list = []
-        self.client = LlmClient("m", server.base_url, "sk-fault-test", timeout=TIMEOUT, max_retries=max_retries,
-                                sleep=self.sleeps.append)
+        self.client = LlmClient(
+            "m", server.base_url, "sk-fault-test", timeout=TIMEOUT, max_retries=max_retries, sleep=self.sleeps.append
+        )
 
     def call(self, is_stream: bool, text_seen: threading.Event) -> LlmResponse:
         on_text = (lambda piece: text_seen.set()) if is_stream else None

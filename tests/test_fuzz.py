@@ -19,8 +19,9 @@ import json
 import os
 import random
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Union
+from typing import Any
 
 import pytest
 
@@ -41,9 +42,25 @@ WIRE_SEEDS = range(FIRST_SEED, FIRST_SEED + max(1, ITERATIONS // 10))
 def recorded_bodies() -> tuple[list[str], list[str]]:
     """Return the recorded ``(JSON bodies, event-stream bodies)``, in a fixed order."""
     json_bodies = [json.dumps(chat_completion("Hi", [("call_1", "add", {"a": 1})], {"prompt_tokens": 3}))]
-    sse_bodies = ["".join(sse_pieces({"choices": [{"index": 0, "delta": {"content": "Hi"}}]},
-                                     {"choices": [{"index": 0, "delta": {"tool_calls": [
-                                         {"index": 0, "id": "call_1", "function": {"name": "add", "arguments": "{}"}}]}}]}))]
+    sse_bodies = [
+        "".join(
+            sse_pieces(
+                {"choices": [{"index": 0, "delta": {"content": "Hi"}}]},
+                {
+                    "choices": [
+                        {
+                            "index": 0,
+                            "delta": {
+                                "tool_calls": [
+                                    {"index": 0, "id": "call_1", "function": {"name": "add", "arguments": "{}"}}
+                                ]
+                            },
+                        }
+                    ]
+                },
+            )
+        )
+    ]
     for path in sorted((CORPUS / "cases").glob("*.json")):
         case = json.loads(path.read_text(encoding="utf-8"))
         (sse_bodies if case["kind"] == "sse" else json_bodies).append(case["response"]["body"])
@@ -62,12 +79,51 @@ JSON_BODIES, SSE_BODIES = recorded_bodies()
 
 # --- mutations -----------------------------------------------------------------------------
 
-ODD_TEXT = ["", "\x00", "\u202eevil\u202c", "\u200f\u05e9\u05dc\u05d5\u05dd", "\U0001f642", "\U0001f469\u200d\U0001f467",
-            "\ufeff", "\uffff", "\U0010ffff", "\u2028", "e\u0301", "\x1b[2J", "\\", '"', "null", "{", "[DONE]", "data: x",
-            "\r\n\r\n", "x" * 5000]
+ODD_TEXT = [
+    "",
+    "\x00",
+    "\u202eevil\u202c",
+    "\u200f\u05e9\u05dc\u05d5\u05dd",
+    "\U0001f642",
+    "\U0001f469\u200d\U0001f467",
+    "\ufeff",
+    "\uffff",
+    "\U0010ffff",
+    "\u2028",
+    "e\u0301",
+    "\x1b[2J",
+    "\\",
+    '"',
+    "null",
+    "{",
+    "[DONE]",
+    "data: x",
+    "\r\n\r\n",
+    "x" * 5000,
+]
 ODD_NUMBERS = [0, -1, True, False, 2**53 + 1, -(2**64), 10**4000, 1e308, -1e-320, float("inf"), float("nan"), 0.5]
-WIRE_KEYS = ["choices", "message", "delta", "content", "tool_calls", "function", "arguments", "name", "id", "index",
-             "type", "text", "thinking", "finish_reason", "usage", "prompt_tokens", "error", "role", "refusal", "reasoning"]
+WIRE_KEYS = [
+    "choices",
+    "message",
+    "delta",
+    "content",
+    "tool_calls",
+    "function",
+    "arguments",
+    "name",
+    "id",
+    "index",
+    "type",
+    "text",
+    "thinking",
+    "finish_reason",
+    "usage",
+    "prompt_tokens",
+    "error",
+    "role",
+    "refusal",
+    "reasoning",
+]
 DEEP = re.compile(r'"@@deep-(\d+)@@"')  # stands for nesting too deep to build as Python objects
 
 
@@ -155,7 +211,11 @@ def mutate_bytes(rng: random.Random, data: bytes) -> bytes:
         return data[:start] + data[end:]
     if change == 2:
         return data[:end] + data[start:]
-    return data[:start] + rng.choice([b"\xff", b"\xc3", b"\x00", b"\r", b"\n\n", b"\xed\xa0\x80", b"}", b"data: "]) + data[start:]
+    return (
+        data[:start]
+        + rng.choice([b"\xff", b"\xc3", b"\x00", b"\r", b"\n\n", b"\xed\xa0\x80", b"}", b"data: "])
+        + data[start:]
+    )
 
 
 def mutated_json(seed: int) -> bytes:
@@ -174,9 +234,19 @@ def mutated_json(seed: int) -> bytes:
     return mutate_bytes(rng, data) if rng.random() < 0.3 else data
 
 
-INJECTED_EVENTS = [["event: error", 'data: {"error": {"message": "boom"}}'], [": keep-alive"], ["data: not json"],
-                   ["data: null"], ["data: []"], ["data: 5"], ["data:"], ["id: 7", "retry: x"], ["data: [DONE]"],
-                   ['data: {"error": "quota"}'], ["event: error", "data: <html>oops</html>"]]
+INJECTED_EVENTS = [
+    ["event: error", 'data: {"error": {"message": "boom"}}'],
+    [": keep-alive"],
+    ["data: not json"],
+    ["data: null"],
+    ["data: []"],
+    ["data: 5"],
+    ["data:"],
+    ["id: 7", "retry: x"],
+    ["data: [DONE]"],
+    ['data: {"error": "quota"}'],
+    ["event: error", "data: <html>oops</html>"],
+]
 
 
 def mutated_sse(seed: int) -> bytes:
@@ -217,7 +287,7 @@ class MemoryBody(io.BytesIO):
 
     length = None  # no Content-Length, as in a chunked response
 
-    def __init__(self, data: bytes, sizes: Union[random.Random, None] = None) -> None:
+    def __init__(self, data: bytes, sizes: random.Random | None = None) -> None:
         super().__init__(data)
         self.sizes = sizes
 
@@ -225,7 +295,7 @@ class MemoryBody(io.BytesIO):
         return super().read1(size if self.sizes is None else self.sizes.choice([1, 2, 3, 5, 8, 100, 4096, 65536]))
 
 
-def problems(response: Any, pieces: Union[list, None] = None) -> list[str]:
+def problems(response: Any, pieces: list | None = None) -> list[str]:
     """What is wrong with a response: anything but the types ``LlmResponse`` documents."""
     found = []
     if not isinstance(response, LlmResponse):
@@ -236,7 +306,9 @@ def problems(response: Any, pieces: Union[list, None] = None) -> list[str]:
                 found.append(f"bad message {message!r}")
         elif isinstance(message, ToolCall):
             fields = (message.tool_call_id, message.name, message.arguments, message.raw_arguments)
-            if [type(value) for value in fields[:3]] != [str, str, dict] or not isinstance(fields[3], (str, type(None))):
+            if [type(value) for value in fields[:3]] != [str, str, dict] or not isinstance(
+                fields[3], (str, type(None))
+            ):
                 found.append(f"bad tool call {message!r}")
         else:
             found.append(f"content holds {message!r}")
@@ -245,8 +317,9 @@ def problems(response: Any, pieces: Union[list, None] = None) -> list[str]:
             found.append(f"{name} is {getattr(response, name)!r}")
     usage = response.usage_metadata
     counts = [] if usage is None else [usage.get("input_tokens"), usage.get("output_tokens")]
-    if usage is not None and (set(usage) != {"input_tokens", "output_tokens"} or
-                              any(type(count) not in (int, type(None)) for count in counts)):
+    if usage is not None and (
+        set(usage) != {"input_tokens", "output_tokens"} or any(type(count) not in (int, type(None)) for count in counts)
+    ):
         found.append(f"usage_metadata is {usage!r}")
     if pieces is not None and "".join(pieces) != response.text:
         found.append(f"on_text saw {pieces!r} but the text is {response.text!r}")
@@ -262,12 +335,17 @@ def check_mutants(seeds: range, mutant: Callable[[int], bytes], check: Callable[
         except Exception as error:
             found = [f"raised {error!r}"]
         if found:
-            shown = repr(data[:4000]) + (f" ... ({len(data)} bytes; the seed rebuilds them)" if len(data) > 4000 else "")
-            pytest.fail(f"seed {seed} (replay: PLAINAGENT_FUZZ_SEED={seed} PLAINAGENT_FUZZ_ITERATIONS=1): "
-                        f"{'; '.join(found)}\nmutated payload: {shown}", pytrace=False)
+            shown = repr(data[:4000]) + (
+                f" ... ({len(data)} bytes; the seed rebuilds them)" if len(data) > 4000 else ""
+            )
+            pytest.fail(
+                f"seed {seed} (replay: PLAINAGENT_FUZZ_SEED={seed} PLAINAGENT_FUZZ_ITERATIONS=1): "
+                f"{'; '.join(found)}\nmutated payload: {shown}",
+                pytrace=False,
+            )
 
 
-def read_stream(data: bytes, sizes: Union[random.Random, None] = None) -> tuple[LlmResponse, list]:
+def read_stream(data: bytes, sizes: random.Random | None = None) -> tuple[LlmResponse, list]:
     pieces: list = []
     return _read_stream(MemoryBody(data, sizes), pieces.append), pieces
 
@@ -308,7 +386,7 @@ def test_mutated_bodies_sent_with_status_200_come_back_from_generate_well_typed_
         client = LlmClient("m", server.base_url, "sk-fuzz", max_retries=2, sleep=lambda seconds: None)
 
         def check(seed: int, data: bytes) -> list:  # the server sends the replies in seed order
-            pieces: Union[list, None] = [] if is_stream else None
+            pieces: list | None = [] if is_stream else None
             return problems(client.generate(LlmRequest(), on_text=None if pieces is None else pieces.append), pieces)
 
         check_mutants(WIRE_SEEDS, mutant, check)

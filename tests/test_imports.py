@@ -32,7 +32,9 @@ print(sorted(name for name in added if name.split(".")[0] not in sys.stdlib_modu
 def fresh_python(code, cwd):
     """Run ``code`` in a new interpreter (no bytecode written, no PYTHONPATH); return the process."""
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    return subprocess.run([sys.executable, "-B", "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-B", "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_our_modules_import_only_the_standard_library():

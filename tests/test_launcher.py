@@ -44,7 +44,9 @@ def test_a_spec_dict_launches_an_agent_with_the_default_prompt_and_every_tool():
 
 def test_a_spec_file_launches_an_agent(tmp_path):
     path = tmp_path / "spec.json"
-    path.write_text(json.dumps({"task": "Add.", "system_prompt": "Only add.", "tools": ["calculator"]}), encoding="utf-8")
+    path.write_text(
+        json.dumps({"task": "Add.", "system_prompt": "Only add.", "tools": ["calculator"]}), encoding="utf-8"
+    )
     conversation, fake, _ = launch(str(path), ["Done."])
     assert (conversation, fake.requests[0].tools) == (
         [Message("system", "Only add."), Message("user", "Add."), Message("assistant", "Done.")],
@@ -59,7 +61,10 @@ def test_the_spec_step_limit_reaches_the_loop():
 
 
 def test_the_spec_token_budget_reaches_the_model_call():
-    used = LlmResponse(content=[ToolCall("call_1", "calculator", {"expression": "1"})], usage_metadata={"input_tokens": 9, "output_tokens": 1})
+    used = LlmResponse(
+        content=[ToolCall("call_1", "calculator", {"expression": "1"})],
+        usage_metadata={"input_tokens": 9, "output_tokens": 1},
+    )
     with pytest.raises(AgentStopped) as raised:
         launch({"task": "Add.", "token_budget": 10}, [used])
     assert (raised.value.reason, raised.value.detail) == ("token_budget", "10 tokens used, budget 10")
@@ -70,7 +75,9 @@ def test_a_spec_without_a_task_is_refused_naming_the_field():
 
 
 def test_an_unknown_spec_field_is_refused_listing_the_allowed_fields():
-    assert spec_error({"task": "x", "colour": "red"}) == f"unknown spec field 'colour'; allowed fields: {ALLOWED_FIELDS}"
+    assert (
+        spec_error({"task": "x", "colour": "red"}) == f"unknown spec field 'colour'; allowed fields: {ALLOWED_FIELDS}"
+    )
 
 
 def test_a_spec_field_of_the_wrong_type_is_refused_naming_the_allowed_type():
@@ -168,7 +175,9 @@ def test_only_the_top_level_agent_reaches_on_message():
 
 def test_usage_adds_up_over_the_agent_and_its_sub_agents():
     def used(content, input_tokens, output_tokens):
-        return LlmResponse(content=content, usage_metadata={"input_tokens": input_tokens, "output_tokens": output_tokens})
+        return LlmResponse(
+            content=content, usage_metadata={"input_tokens": input_tokens, "output_tokens": output_tokens}
+        )
 
     script = [
         used([ToolCall("call_1", "launch_agent", {"task": "Sub."})], 100, 10),
@@ -182,5 +191,7 @@ def test_usage_adds_up_over_the_agent_and_its_sub_agents():
 def test_a_launch_continues_a_history_with_a_new_user_message():
     history = [DEFAULT_SYSTEM, Message("user", "Say hi."), Message("assistant", "Hi.")]
     fake = FakeLlm(["Bye."])
-    conversation = AgentLauncher(DEMO_TOOLS, client=fake).launch({"task": "Say hi."}, history=history, user_message="Now bye.")
+    conversation = AgentLauncher(DEMO_TOOLS, client=fake).launch(
+        {"task": "Say hi."}, history=history, user_message="Now bye."
+    )
     assert conversation == history + [Message("user", "Now bye."), Message("assistant", "Bye.")]

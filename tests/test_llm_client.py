@@ -10,6 +10,7 @@ from loopback import LoopbackServer, Reply
 from messages import Message, ToolCall, ToolResult
 from tools import tool
 
+
 @tool
 def get_weather(city: str) -> str:
     """Get the weather for a city.
@@ -72,12 +73,14 @@ def test_no_instructions_send_no_system_message():
 
 
 def test_assistant_text_and_its_tool_calls_become_one_wire_message():
-    request = LlmRequest(contents=[
-        Message("user", "Weather in Paris and Rome?"),
-        Message("assistant", "Let me check."),
-        ToolCall("call_1", "get_weather", {"city": "Paris"}),
-        ToolCall("call_2", "get_weather", {"city": "Rome"}),
-    ])
+    request = LlmRequest(
+        contents=[
+            Message("user", "Weather in Paris and Rome?"),
+            Message("assistant", "Let me check."),
+            ToolCall("call_1", "get_weather", {"city": "Paris"}),
+            ToolCall("call_2", "get_weather", {"city": "Rome"}),
+        ]
+    )
     assert _build_messages(request)[1] == {
         "role": "assistant",
         "content": "Let me check.",
@@ -89,11 +92,13 @@ def test_assistant_text_and_its_tool_calls_become_one_wire_message():
 
 
 def test_a_reply_of_tool_calls_only_is_sent_with_empty_string_content():
-    request = LlmRequest(contents=[
-        Message("user", "Weather in Paris and Rome?"),
-        ToolCall("call_1", "get_weather", {"city": "Paris"}),
-        ToolCall("call_2", "get_weather", {"city": "Rome"}),
-    ])
+    request = LlmRequest(
+        contents=[
+            Message("user", "Weather in Paris and Rome?"),
+            ToolCall("call_1", "get_weather", {"city": "Paris"}),
+            ToolCall("call_2", "get_weather", {"city": "Rome"}),
+        ]
+    )
     assert _build_messages(request)[1] == {
         "role": "assistant",
         "content": "",
@@ -110,24 +115,43 @@ def test_tool_results_become_tool_messages_without_a_name():
 
 
 def test_a_whole_tool_round_trip_is_sent_in_order():
-    request = LlmRequest(["Use tools."], [
-        Message("user", "Weather in Paris?"),
-        ToolCall("call_1", "get_weather", {"city": "Paris"}),
-        ToolResult("call_1", "get_weather", "sunny"),
-        ToolCall("call_2", "get_weather", {"city": "Paris"}),
-        ToolResult("call_2", "get_weather", "still sunny"),
-        Message("assistant", "It is sunny."),
-    ])
+    request = LlmRequest(
+        ["Use tools."],
+        [
+            Message("user", "Weather in Paris?"),
+            ToolCall("call_1", "get_weather", {"city": "Paris"}),
+            ToolResult("call_1", "get_weather", "sunny"),
+            ToolCall("call_2", "get_weather", {"city": "Paris"}),
+            ToolResult("call_2", "get_weather", "still sunny"),
+            Message("assistant", "It is sunny."),
+        ],
+    )
     assert _build_messages(request) == [
         {"role": "system", "content": "Use tools."},
         {"role": "user", "content": "Weather in Paris?"},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
-        ]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                },
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "call_2", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
-        ]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "call_2",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                },
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_2", "content": "still sunny"},
         {"role": "assistant", "content": "It is sunny."},
     ]
@@ -283,10 +307,24 @@ def test_a_plain_text_reply_is_parsed_whole():
 
 def test_parallel_tool_calls_with_null_content_are_parsed_in_order():
     # OpenAI: content null next to tool_calls
-    body = openai_body({"content": None, "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
-        {"id": "call_2", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'}},
-    ]}, "tool_calls")
+    body = openai_body(
+        {
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                },
+                {
+                    "id": "call_2",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'},
+                },
+            ],
+        },
+        "tool_calls",
+    )
     assert _parse_response(body).content == [
         ToolCall("call_1", "get_weather", {"city": "Paris"}),
         ToolCall("call_2", "get_weather", {"city": "Rome"}),
@@ -295,9 +333,19 @@ def test_parallel_tool_calls_with_null_content_are_parsed_in_order():
 
 def test_text_next_to_a_tool_call_comes_first():
     # DeepSeek and OpenRouter send content next to tool_calls
-    body = openai_body({"content": "Checking.", "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
-    ]}, "tool_calls")
+    body = openai_body(
+        {
+            "content": "Checking.",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                },
+            ],
+        },
+        "tool_calls",
+    )
     assert _parse_response(body).content == [
         Message("assistant", "Checking."),
         ToolCall("call_1", "get_weather", {"city": "Paris"}),
@@ -324,10 +372,14 @@ def test_text_parts_of_a_content_list_are_joined():
 
 def test_thinking_parts_of_a_content_list_become_reasoning():
     # Mistral's Magistral: a "thinking" part holding text parts, then a "text" part
-    body = openai_body({"content": [
-        {"type": "thinking", "thinking": [{"type": "text", "text": "The user greets me."}]},
-        {"type": "text", "text": "Hello!"},
-    ]})
+    body = openai_body(
+        {
+            "content": [
+                {"type": "thinking", "thinking": [{"type": "text", "text": "The user greets me."}]},
+                {"type": "text", "text": "Hello!"},
+            ]
+        }
+    )
     response = _parse_response(body)
     assert (response.content, response.reasoning) == ([Message("assistant", "Hello!")], "The user greets me.")
 
@@ -338,12 +390,16 @@ def test_content_that_is_an_object_becomes_its_json_text():
     assert _parse_response(body).content == [Message("assistant", '{"title": "Apples", "year": 2024}')]
 
 
-@pytest.mark.parametrize("function", [
-    {"name": "list_files", "arguments": "{}"},  # OpenAI, Mistral
-    {"name": "list_files", "arguments": ""},  # Databricks (Claude) for a tool without parameters
-    {"name": "list_files", "arguments": None},
-    {"name": "list_files"},  # OpenRouter: no "arguments" key
-], ids=["empty-object", "empty-string", "null", "missing"])
+@pytest.mark.parametrize(
+    "function",
+    [
+        {"name": "list_files", "arguments": "{}"},  # OpenAI, Mistral
+        {"name": "list_files", "arguments": ""},  # Databricks (Claude) for a tool without parameters
+        {"name": "list_files", "arguments": None},
+        {"name": "list_files"},  # OpenRouter: no "arguments" key
+    ],
+    ids=["empty-object", "empty-string", "null", "missing"],
+)
 def test_blank_or_absent_arguments_mean_no_arguments(function):
     assert _parse_response(tool_call_body(function)).content == [ToolCall("call_1", "list_files", {})]
 
@@ -367,10 +423,16 @@ def test_arguments_that_are_json_but_not_an_object_keep_their_raw_text():
 
 def test_tool_calls_without_ids_get_stable_ids_from_the_response():
     # Gemini's OpenAI endpoint sends "id": ""
-    body = openai_body({"content": None, "tool_calls": [
-        {"id": "", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
-        {"type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'}},
-    ]}, "tool_calls")
+    body = openai_body(
+        {
+            "content": None,
+            "tool_calls": [
+                {"id": "", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
+                {"type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'}},
+            ],
+        },
+        "tool_calls",
+    )
     ids = [call.tool_call_id for call in _parse_response(body).tool_calls]
     assert ids == ["call_4a91fb63075a_0", "call_4a91fb63075a_1"]
     assert [call.tool_call_id for call in _parse_response(body).tool_calls] == ids
@@ -452,10 +514,12 @@ def test_a_choice_without_a_message_gives_an_empty_reply():
 
 
 def test_choice_index_zero_is_read_when_there_are_several():
-    body = {"choices": [
-        {"index": 1, "message": {"content": "second"}, "finish_reason": "stop"},
-        {"index": 0, "message": {"content": "first"}, "finish_reason": "stop"},
-    ]}
+    body = {
+        "choices": [
+            {"index": 1, "message": {"content": "second"}, "finish_reason": "stop"},
+            {"index": 0, "message": {"content": "first"}, "finish_reason": "stop"},
+        ]
+    }
     assert _parse_response(body).text == "first"
 
 

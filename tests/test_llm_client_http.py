@@ -43,15 +43,34 @@ def test_a_successful_call_posts_the_body_and_parses_the_reply():
     response, requests, sleeps = run([Reply(body=HELLO)])
     assert response == HELLO_RESPONSE
     assert (requests[0].method, requests[0].path, requests[0].headers["content-type"]) == (
-        "POST", "/v1/chat/completions", "application/json")
+        "POST",
+        "/v1/chat/completions",
+        "application/json",
+    )
     assert requests[0].body == {"model": "gpt-test", "messages": [{"role": "user", "content": "Hi"}]}
     assert sleeps == []
 
 
 def test_a_tool_call_reply_comes_back_as_a_tool_call():
-    body = {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": None,
-            "tool_calls": [{"id": "call_1", "type": "function",
-                            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]}}]}
+    body = {
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                        }
+                    ],
+                },
+            }
+        ]
+    }
     response, _, _ = run([Reply(body=body)])
     assert response.content == [ToolCall("call_1", "get_weather", {"city": "Paris"})]
 
@@ -93,14 +112,18 @@ def test_backoff_doubles_with_jitter_between_attempts(monkeypatch):
     assert sleeps == [0.75, 1.5, 3.0]
 
 
-@pytest.mark.parametrize("headers, wait", [
-    ({"Retry-After": "7"}, 7.0),
-    ({"retry-after-ms": "1500"}, 1.5),
-    ({"retry-after-ms": "250", "Retry-After": "1"}, 0.25),
-    ({"Retry-After": "3600"}, 60.0),
-    ({"Retry-After": "Fri, 31 Dec 9999 23:59:59 GMT"}, 60.0),
-    ({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0.0),
-], ids=["seconds", "milliseconds", "milliseconds-first", "capped", "date-ahead", "date-past"])
+@pytest.mark.parametrize(
+    "headers, wait",
+    [
+        ({"Retry-After": "7"}, 7.0),
+        ({"retry-after-ms": "1500"}, 1.5),
+        ({"retry-after-ms": "250", "Retry-After": "1"}, 0.25),
+        ({"Retry-After": "3600"}, 60.0),
+        ({"Retry-After": "Fri, 31 Dec 9999 23:59:59 GMT"}, 60.0),
+        ({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0.0),
+    ],
+    ids=["seconds", "milliseconds", "milliseconds-first", "capped", "date-ahead", "date-past"],
+)
 def test_the_wait_the_server_asks_for_is_honoured(headers, wait):
     _, requests, sleeps = run([Reply(429, error_body("slow down"), headers=headers), Reply(body=HELLO)])
     assert (len(requests), sleeps) == (2, [wait])
@@ -163,7 +186,9 @@ def test_an_error_with_an_empty_message_is_named_by_its_status():
 
 
 def test_a_200_body_that_is_not_json_is_an_error_and_not_retried():
-    response, requests, _ = run([Reply(200, "Internal error, please retry", content_type="text/plain"), Reply(body=HELLO)])
+    response, requests, _ = run(
+        [Reply(200, "Internal error, please retry", content_type="text/plain"), Reply(body=HELLO)]
+    )
     assert response == LlmResponse(error_message="response is not JSON: Internal error, please retry", status_code=200)
     assert len(requests) == 1
 
@@ -184,11 +209,15 @@ def test_a_200_body_cut_short_is_an_error_and_not_retried():
     assert (response.status_code, len(requests)) == (200, 1)
 
 
-@pytest.mark.parametrize("reply", [
-    Reply(401, {"error": {"message": f"Incorrect API key provided: {KEY}."}}),
-    Reply(400, f"bad header Authorization: Bearer {KEY}", content_type="text/plain"),
-    Reply(200, {"error": {"message": f"key {KEY} is over quota"}}),
-], ids=["json-error", "text-error", "error-in-200"])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply(401, {"error": {"message": f"Incorrect API key provided: {KEY}."}}),
+        Reply(400, f"bad header Authorization: Bearer {KEY}", content_type="text/plain"),
+        Reply(200, {"error": {"message": f"key {KEY} is over quota"}}),
+    ],
+    ids=["json-error", "text-error", "error-in-200"],
+)
 def test_the_key_never_appears_in_an_error_message_even_when_the_server_echoes_it(reply):
     response, _, _ = run([reply], max_retries=0)
     assert KEY not in response.error_message and "[redacted]" in response.error_message

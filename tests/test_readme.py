@@ -9,8 +9,8 @@ import re
 
 from agent import DEMO_TOOLS, LlmCall, agent_life_cycle
 from fake_llm import FakeLlm
-from messages import Message, ToolCall, Transcript
 from loopback import LoopbackServer, Reply, chat_completion
+from messages import Message, ToolCall, Transcript
 
 README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
 
@@ -23,8 +23,13 @@ def write_recorded_run(path: pathlib.Path) -> None:
     """Write the transcript of a calculator run, as ``agent.py --transcript`` would."""
     transcript = Transcript(path, {"spec": {"task": "What is 12 * 7 + 5?"}})
     fake = FakeLlm([ToolCall("call_1", "calculator", {"expression": "12 * 7 + 5"}), "It is 89."])
-    agent_life_cycle(Message("system", "Use tools."), "What is 12 * 7 + 5?", LlmCall(fake),
-                     tool_set=DEMO_TOOLS, on_message=transcript.write)
+    agent_life_cycle(
+        Message("system", "Use tools."),
+        "What is 12 * 7 + 5?",
+        LlmCall(fake),
+        tool_set=DEMO_TOOLS,
+        on_message=transcript.write,
+    )
 
 
 def test_every_python_example_in_the_readme_runs(tmp_path, monkeypatch, capsys):

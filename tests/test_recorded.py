@@ -23,15 +23,24 @@ vcr = pytest.importorskip("vcr")
 
 from agent import LlmCall, agent_life_cycle  # noqa: E402
 from llm_client import LlmClient, LlmRequest  # noqa: E402
-from messages import Message, ToolCall, ToolResult  # noqa: E402
+from messages import Message, ToolResult  # noqa: E402
 from tools import make_tool_set, tool  # noqa: E402
 
 CASSETTES = pathlib.Path(__file__).resolve().parent.parent / "cassettes"
 RECORDING = os.environ.get("PLAINAGENT_RECORD") == "1"
-BASE_URL = os.environ.get("LLM_SERVER_BASE_URL", "http://127.0.0.1:8765/v1") if RECORDING else "http://127.0.0.1:8765/v1"
+BASE_URL = (
+    os.environ.get("LLM_SERVER_BASE_URL", "http://127.0.0.1:8765/v1") if RECORDING else "http://127.0.0.1:8765/v1"
+)
 MODEL = "gemma-3-270m"
 
-SCRUBBED_RESPONSE_HEADERS = {"set-cookie", "x-request-id", "openai-organization", "openai-processing-ms", "date", "server"}
+SCRUBBED_RESPONSE_HEADERS = {
+    "set-cookie",
+    "x-request-id",
+    "openai-organization",
+    "openai-processing-ms",
+    "date",
+    "server",
+}
 
 
 def scrub_response(response: dict) -> dict:
@@ -125,8 +134,9 @@ def test_a_required_tool_choice_fails_on_this_server_as_a_retried_http_500(casse
     tool; "required" trips an assertion in the server, which answers 500. That makes this
     the recorded 5xx: retried once (a 500 may be passing), then reported."""
     waits: list[float] = []
-    llm_client = LlmClient(MODEL, BASE_URL, api_key="", temperature=0, max_tokens=48, timeout=120,
-                           max_retries=1, sleep=waits.append)
+    llm_client = LlmClient(
+        MODEL, BASE_URL, api_key="", temperature=0, max_tokens=48, timeout=120, max_retries=1, sleep=waits.append
+    )
     response = llm_client.generate(weather_request("required"))
     assert response.status_code == 500
     assert response.error_message == "HTTP 500: Internal Server Error"

@@ -19,7 +19,9 @@ from loopback import LoopbackServer, Reply, sse_pieces
 from messages import Message, ToolCall, ToolResult
 from tools import tool
 
-jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is not installed: pip install -r requirements-dev.txt")
+jsonschema = pytest.importorskip(
+    "jsonschema", reason="jsonschema is not installed: pip install -r requirements-dev.txt"
+)
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "conformance"
 SPEC = Path(os.environ.get("PLAINAGENT_CONFORMANCE_DIR") or DEFAULT_CORPUS) / "openai-spec"
@@ -50,15 +52,24 @@ SHAPES = {
     "tool-choice-none": LlmRequest(contents=[QUESTION], tools=[get_weather], tool_choice="none"),
     "tool-choice-required": LlmRequest(contents=[QUESTION], tools=[get_weather], tool_choice="required"),
     "tool-choice-named": LlmRequest(contents=[QUESTION], tools=[get_weather], tool_choice="get_weather"),
-    "tool-calls-only": LlmRequest(contents=[QUESTION, CALL, ToolCall("call_2", "get_weather", {"city": "Rome"})],
-                                  tools=[get_weather]),
-    "text-and-tool-calls": LlmRequest(contents=[QUESTION, Message("assistant", "Checking."), CALL],
-                                      tools=[get_weather]),
-    "tool-results": LlmRequest(contents=[QUESTION, CALL, ToolResult("call_1", "get_weather", "sunny"),
-                                         Message("assistant", "Sunny.")], tools=[get_weather]),
-    "raw-arguments": LlmRequest(contents=[QUESTION, ToolCall.from_arguments_text("call_1", "get_weather", '{"ci'),
-                                          ToolResult("call_1", "get_weather", "bad arguments", is_error=True)],
-                                tools=[get_weather]),
+    "tool-calls-only": LlmRequest(
+        contents=[QUESTION, CALL, ToolCall("call_2", "get_weather", {"city": "Rome"})], tools=[get_weather]
+    ),
+    "text-and-tool-calls": LlmRequest(
+        contents=[QUESTION, Message("assistant", "Checking."), CALL], tools=[get_weather]
+    ),
+    "tool-results": LlmRequest(
+        contents=[QUESTION, CALL, ToolResult("call_1", "get_weather", "sunny"), Message("assistant", "Sunny.")],
+        tools=[get_weather],
+    ),
+    "raw-arguments": LlmRequest(
+        contents=[
+            QUESTION,
+            ToolCall.from_arguments_text("call_1", "get_weather", '{"ci'),
+            ToolResult("call_1", "get_weather", "bad arguments", is_error=True),
+        ],
+        tools=[get_weather],
+    ),
 }
 
 
@@ -73,8 +84,13 @@ def schema_errors(body: dict) -> list:
 
 def strict_errors(body: dict) -> str:
     """Run the corpus's validate.py --strict on a body; return its complaints ("" when it prints ok)."""
-    result = subprocess.run([sys.executable, str(SPEC / "validate.py"), "--strict", "request", "-"],
-                            input=json.dumps(body), capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, str(SPEC / "validate.py"), "--strict", "request", "-"],
+        input=json.dumps(body),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return "" if result.stdout.strip() == "ok" else result.stdout + result.stderr
 
 
@@ -88,8 +104,14 @@ def test_a_streaming_body_with_stream_options_fits_the_schema():
 
 
 def test_a_body_with_config_passed_through_fits_the_schema():
-    config = {"temperature": 0.2, "top_p": 0.9, "seed": 7, "max_completion_tokens": 256,
-              "parallel_tool_calls": False, "response_format": {"type": "json_object"}}
+    config = {
+        "temperature": 0.2,
+        "top_p": 0.9,
+        "seed": 7,
+        "max_completion_tokens": 256,
+        "parallel_tool_calls": False,
+        "response_format": {"type": "json_object"},
+    }
     assert schema_errors(body_of("tool-choice-auto", **config)) == []
 
 

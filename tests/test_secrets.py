@@ -21,7 +21,7 @@ from loopback import LoopbackServer, Reply, agent_cli, chat_completion, sse_piec
 from messages import Message
 
 KEY = "sk-plainagent-FAKE-KEY-0123456789abcdef"
-PIECES = {KEY[start:start + 12] for start in range(len(KEY) - 11)}  # "sk-plain", as OpenAI shows a key, is fine
+PIECES = {KEY[start : start + 12] for start in range(len(KEY) - 11)}  # "sk-plain", as OpenAI shows a key, is fine
 BEARER = f"Bearer {KEY}"
 REQUEST = LlmRequest(contents=[Message("user", "Hi")])
 WAIT_SECONDS = 60.0  # only a broken test waits this long
@@ -54,18 +54,32 @@ CALLS = {
     "401 echoing the key": (lambda: [Reply(401, {"error": {"message": f"Incorrect API key provided: {KEY}."}})], False),
     "an HTML page echoing the key": (lambda: [Reply(401, ECHO_PAGE, content_type="text/html")], False),
     "an echo cut at the quote limit inside the key": (
-        lambda: [Reply(400, "x" * 480 + KEY + " is not valid", content_type="text/plain")], False),
-    "an error object in a 200 echoing the key": (lambda: [Reply(body={"error": {"message": f"{KEY} is over quota"}})], False),
+        lambda: [Reply(400, "x" * 480 + KEY + " is not valid", content_type="text/plain")],
+        False,
+    ),
+    "an error object in a 200 echoing the key": (
+        lambda: [Reply(body={"error": {"message": f"{KEY} is over quota"}})],
+        False,
+    ),
     "503s echoing the key until retries run out": (
-        lambda: [Reply(503, {"error": {"message": f"busy; retry with {KEY}"}})] * 3, False),
+        lambda: [Reply(503, {"error": {"message": f"busy; retry with {KEY}"}})] * 3,
+        False,
+    ),
     "a stream broken off": (lambda: [stream(sse_pieces(chunk("Hel"), done=False), ending="cut")], True),
     "an error chunk in the stream echoing the key": (
-        lambda: [stream(sse_pieces(chunk("Hel"), {"error": {"message": f"upstream refused {KEY}"}}))], True),
+        lambda: [stream(sse_pieces(chunk("Hel"), {"error": {"message": f"upstream refused {KEY}"}}))],
+        True,
+    ),
     "an error event echoing the key": (
-        lambda: [stream([f'event: error\ndata: {{"error": {{"message": "bad key {KEY}"}}}}\n\n'])], True),
+        lambda: [stream([f'event: error\ndata: {{"error": {{"message": "bad key {KEY}"}}}}\n\n'])],
+        True,
+    ),
     "stream data echoing the key that is not JSON": (lambda: [stream([f"data: {BEARER} refused\n\n"])], True),
     "a server that never answers": (lambda: [Reply(body=chat_completion("Hi"), hold=threading.Event())] * 3, False),
-    "a stream that stalls": (lambda: [stream(sse_pieces(chunk("Hel"), chunk("lo!")), gates={1: threading.Event()})], True),
+    "a stream that stalls": (
+        lambda: [stream(sse_pieces(chunk("Hel"), chunk("lo!")), gates={1: threading.Event()})],
+        True,
+    ),
 }
 
 
@@ -84,7 +98,9 @@ def test_an_echoed_key_is_replaced_by_a_marker_in_the_error_message():
     with LoopbackServer(CALLS["401 echoing the key"][0]()) as server:
         response = LlmClient("m", server.base_url, KEY, max_retries=0).generate(REQUEST)
     assert (key_reached(server), response) == (
-        True, LlmResponse(error_message="HTTP 401: Incorrect API key provided: [redacted].", status_code=401))
+        True,
+        LlmResponse(error_message="HTTP 401: Incorrect API key provided: [redacted].", status_code=401),
+    )
 
 
 def test_an_echo_cut_inside_the_key_loses_the_part_of_the_key_before_the_cut():
@@ -101,15 +117,26 @@ def test_an_agent_stopped_by_a_server_echoing_the_key_shows_it_nowhere(monkeypat
         with pytest.raises(AgentStopped) as raised:
             launcher.launch(spec)
     stopped = raised.value
-    shown = [str(stopped), repr(stopped), stopped.detail, repr(stopped.conversation), repr(stopped.partial),
-             "".join(traceback.format_exception(stopped)), repr(launcher)]
+    shown = [
+        str(stopped),
+        repr(stopped),
+        stopped.detail,
+        repr(stopped.conversation),
+        repr(stopped.partial),
+        "".join(traceback.format_exception(stopped)),
+        repr(launcher),
+    ]
     assert (key_reached(server), stopped.reason, leaks(*shown)) == (True, "llm_error", [])
 
 
 def test_the_reprs_of_client_llm_call_launcher_and_response_hold_no_key():
     client = LlmClient("m", "http://127.0.0.1:9/v1", KEY, headers={"api-key": KEY})
-    shown = [repr(client), repr(LlmCall(client)), repr(AgentLauncher(DEMO_TOOLS, client=client)),
-             repr(LlmResponse(error_message="HTTP 401: [redacted]", status_code=401))]
+    shown = [
+        repr(client),
+        repr(LlmCall(client)),
+        repr(AgentLauncher(DEMO_TOOLS, client=client)),
+        repr(LlmResponse(error_message="HTTP 401: [redacted]", status_code=401)),
+    ]
     assert leaks(*shown) == []
 
 
@@ -136,16 +163,34 @@ def run_cli(script: list, *arguments: str, **env: str) -> tuple[subprocess.Compl
 
 def test_a_cli_run_writes_the_key_in_neither_its_transcript_nor_its_output(tmp_path):
     transcript = tmp_path / "run.jsonl"
-    done, server = run_cli([Reply(body=body) for body in SCRIPT], "--base-url", "{base_url}", "--model", "m",
-                           "--transcript", str(transcript), "What is 6 * 7?", OPENAI_API_KEY=KEY)
+    done, server = run_cli(
+        [Reply(body=body) for body in SCRIPT],
+        "--base-url",
+        "{base_url}",
+        "--model",
+        "m",
+        "--transcript",
+        str(transcript),
+        "What is 6 * 7?",
+        OPENAI_API_KEY=KEY,
+    )
     assert (done.returncode, key_reached(server)) == (0, True)
     assert leaks(transcript.read_text(encoding="utf-8"), done.stdout, done.stderr) == []
 
 
 def test_a_cli_run_stopped_by_a_server_echoing_the_key_shows_it_nowhere(tmp_path):
     transcript = tmp_path / "run.jsonl"
-    done, server = run_cli(CALLS["401 echoing the key"][0](), "--base-url", "{base_url}", "--model", "m",
-                           "--transcript", str(transcript), "Hi.", OPENAI_API_KEY=KEY)
+    done, server = run_cli(
+        CALLS["401 echoing the key"][0](),
+        "--base-url",
+        "{base_url}",
+        "--model",
+        "m",
+        "--transcript",
+        str(transcript),
+        "Hi.",
+        OPENAI_API_KEY=KEY,
+    )
     assert (done.returncode, key_reached(server), "[redacted]" in done.stderr) == (1, True, True)
     assert leaks(transcript.read_text(encoding="utf-8"), done.stdout, done.stderr) == []
 
@@ -160,10 +205,18 @@ def test_a_spec_names_the_key_variable_and_its_transcript_holds_the_name_not_the
     transcript = tmp_path / "run.jsonl"
     with LoopbackServer([Reply(body=body) for body in SCRIPT]) as server:
         spec = write_spec(tmp_path, server.base_url)
-        done = subprocess.run(**agent_cli("--spec", str(spec), "--transcript", str(transcript), PLAINAGENT_KEY=KEY),
-                              capture_output=True, text=True, timeout=WAIT_SECONDS)
+        done = subprocess.run(
+            **agent_cli("--spec", str(spec), "--transcript", str(transcript), PLAINAGENT_KEY=KEY),
+            capture_output=True,
+            text=True,
+            timeout=WAIT_SECONDS,
+        )
     header = json.loads(transcript.read_text(encoding="utf-8").splitlines()[0])
-    assert (done.returncode, key_reached(server), header["settings"]["spec"]["api_key_env"]) == (0, True, "PLAINAGENT_KEY")
+    assert (done.returncode, key_reached(server), header["settings"]["spec"]["api_key_env"]) == (
+        0,
+        True,
+        "PLAINAGENT_KEY",
+    )
     assert leaks(transcript.read_text(encoding="utf-8"), spec.read_text(), done.stdout, done.stderr) == []
 
 
@@ -171,17 +224,34 @@ def test_a_resumed_run_reads_the_key_from_the_environment_again_and_writes_it_no
     transcript = tmp_path / "run.jsonl"
     with LoopbackServer([Reply(body=body) for body in SCRIPT]) as server:
         spec = write_spec(tmp_path, server.base_url)
-        subprocess.run(**agent_cli("--spec", str(spec), "--transcript", str(transcript), PLAINAGENT_KEY=KEY),
-                       capture_output=True, timeout=WAIT_SECONDS)
-    done, server = run_cli([Reply(body=chat_completion("Still 42."))], "--resume", str(transcript),
-                           "--base-url", "{base_url}", "And now?", PLAINAGENT_KEY=KEY)
+        subprocess.run(
+            **agent_cli("--spec", str(spec), "--transcript", str(transcript), PLAINAGENT_KEY=KEY),
+            capture_output=True,
+            timeout=WAIT_SECONDS,
+        )
+    done, server = run_cli(
+        [Reply(body=chat_completion("Still 42."))],
+        "--resume",
+        str(transcript),
+        "--base-url",
+        "{base_url}",
+        "And now?",
+        PLAINAGENT_KEY=KEY,
+    )
     assert (done.returncode, key_reached(server)) == (0, True)
     assert leaks(transcript.read_text(encoding="utf-8"), done.stdout, done.stderr) == []
 
 
 def test_a_cli_run_with_a_stray_newline_in_the_key_shows_no_part_of_it(tmp_path):
-    done, server = run_cli([Reply(body=chat_completion("Hi."))], "--base-url", "{base_url}", "--model", "m", "Hi.",
-                           OPENAI_API_KEY=KEY + "\n")
+    done, server = run_cli(
+        [Reply(body=chat_completion("Hi."))],
+        "--base-url",
+        "{base_url}",
+        "--model",
+        "m",
+        "Hi.",
+        OPENAI_API_KEY=KEY + "\n",
+    )
     assert (done.returncode, leaks(done.stdout, done.stderr)) == (2, [])
     assert done.stderr.startswith("agent.py: error: ") and "Traceback" not in done.stderr
 

@@ -14,14 +14,22 @@ WAIT_SECONDS = 10.0
 
 def chunk(delta: dict, finish_reason=None, **extra) -> dict:
     """One chat.completion.chunk as OpenAI streams it, for choice 0."""
-    return {"id": "chatcmpl-s", "object": "chat.completion.chunk", "created": 1,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}], **extra}
+    return {
+        "id": "chatcmpl-s",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+        **extra,
+    }
 
 
 def text_chunks(*pieces: str) -> list:
     """OpenAI's plain text stream: a role chunk, one chunk per piece, a finishing chunk."""
-    return [chunk({"role": "assistant", "content": ""})] + [chunk({"content": piece}) for piece in pieces] + [
-        chunk({}, "stop")]
+    return (
+        [chunk({"role": "assistant", "content": ""})]
+        + [chunk({"content": piece}) for piece in pieces]
+        + [chunk({}, "stop")]
+    )
 
 
 def stream(pieces: list, **reply_options) -> Reply:
@@ -54,8 +62,11 @@ def test_streamed_text_reaches_on_text_piece_by_piece_and_comes_back_whole():
 def test_a_stream_gives_the_same_response_as_a_plain_call():
     usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
     chunks = text_chunks("Hello", "!") + [{"id": "chatcmpl-s", "choices": [], "usage": usage}]
-    plain = {"id": "chatcmpl-s", "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello!"},
-                                              "finish_reason": "stop"}], "usage": usage}
+    plain = {
+        "id": "chatcmpl-s",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello!"}, "finish_reason": "stop"}],
+        "usage": usage,
+    }
     streamed, _, _ = run_stream([stream(sse_pieces(*chunks))])
     with LoopbackServer([Reply(body=plain)]) as server:
         assert LlmClient("gpt-test", server.base_url, "k").generate(REQUEST) == streamed
@@ -86,8 +97,9 @@ def test_a_streamed_tool_call_is_assembled_from_its_fragments():
         chunk({}, "tool_calls"),
     ]
     response, pieces, _ = run_stream([stream(sse_pieces(*chunks))])
-    assert response == LlmResponse(content=[ToolCall("call_1", "get_weather", {"city": "Paris"})],
-                                   finish_reason="tool_calls", status_code=200)
+    assert response == LlmResponse(
+        content=[ToolCall("call_1", "get_weather", {"city": "Paris"})], finish_reason="tool_calls", status_code=200
+    )
     assert pieces == []
 
 
@@ -101,8 +113,10 @@ def test_interleaved_parallel_tool_calls_are_told_apart_by_index():
         chunk({}, "tool_calls"),
     ]
     response, _, _ = run_stream([stream(sse_pieces(*chunks))])
-    assert response.content == [ToolCall("call_a", "get_weather", {"city": "Rome"}),
-                                ToolCall("call_b", "get_time", {"zone": "UTC"})]
+    assert response.content == [
+        ToolCall("call_a", "get_weather", {"city": "Rome"}),
+        ToolCall("call_b", "get_time", {"zone": "UTC"}),
+    ]
 
 
 def test_text_then_a_tool_call_in_one_stream_gives_both():
@@ -111,14 +125,26 @@ def test_text_then_a_tool_call_in_one_stream_gives_both():
         chunk({}, "tool_calls"),
     ]
     response, pieces, _ = run_stream([stream(sse_pieces(*chunks))])
-    assert response.content == [Message("assistant", "Let me check."), ToolCall("call_1", "get_weather", {"city": "Oslo"})]
+    assert response.content == [
+        Message("assistant", "Let me check."),
+        ToolCall("call_1", "get_weather", {"city": "Oslo"}),
+    ]
     assert pieces == ["Let me check."]
 
 
 def test_two_whole_calls_in_one_delta_without_index_are_told_apart_by_id():
     # Mistral streams parallel calls in one delta, with ids but no "index"
-    chunks = [chunk({"tool_calls": [call_delta(None, "QAw0JBXkB", "plus", '{"a": 1}'),
-                                    call_delta(None, "HlyhI5zAI", "minus", '{"a": 2}')]}, "tool_calls")]
+    chunks = [
+        chunk(
+            {
+                "tool_calls": [
+                    call_delta(None, "QAw0JBXkB", "plus", '{"a": 1}'),
+                    call_delta(None, "HlyhI5zAI", "minus", '{"a": 2}'),
+                ]
+            },
+            "tool_calls",
+        )
+    ]
     response, _, _ = run_stream([stream(sse_pieces(*chunks))])
     assert response.content == [ToolCall("QAw0JBXkB", "plus", {"a": 1}), ToolCall("HlyhI5zAI", "minus", {"a": 2})]
 
@@ -135,8 +161,16 @@ def test_fragments_without_index_or_id_continue_the_previous_call():
 
 def test_a_whole_call_without_index_or_id_gets_a_generated_id():
     # Gemini: one chunk holding the whole call, with no index and the id ""
-    chunks = [chunk({"tool_calls": [{"id": "", "type": "function",
-                                     "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]}, "stop")]
+    chunks = [
+        chunk(
+            {
+                "tool_calls": [
+                    {"id": "", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}
+                ]
+            },
+            "stop",
+        )
+    ]
     response, _, _ = run_stream([stream(sse_pieces(*chunks))])
     assert response.content == [ToolCall("call_4e0f3cdc670c_0", "get_weather", {"city": "Oslo"})]
 
@@ -187,25 +221,32 @@ def test_usage_comes_from_the_final_chunk_with_no_choices():
 
 def test_the_last_usage_sent_wins():
     # xAI sends a growing usage object on every chunk
-    chunks = [chunk({"content": "a"}, usage={"prompt_tokens": 9, "completion_tokens": 1}),
-              chunk({"content": "b"}, "stop", usage={"prompt_tokens": 9, "completion_tokens": 2})]
+    chunks = [
+        chunk({"content": "a"}, usage={"prompt_tokens": 9, "completion_tokens": 1}),
+        chunk({"content": "b"}, "stop", usage={"prompt_tokens": 9, "completion_tokens": 2}),
+    ]
     response, _, _ = run_stream([stream(sse_pieces(*chunks))])
     assert response.usage_metadata == {"input_tokens": 9, "output_tokens": 2}
 
 
 def test_streamed_reasoning_goes_to_reasoning_not_to_on_text():
     # DeepSeek streams reasoning_content before the content
-    chunks = [chunk({"reasoning_content": "Think"}), chunk({"reasoning_content": "ing."}),
-              chunk({"content": "Done."}, "stop")]
+    chunks = [
+        chunk({"reasoning_content": "Think"}),
+        chunk({"reasoning_content": "ing."}),
+        chunk({"content": "Done."}, "stop"),
+    ]
     response, pieces, _ = run_stream([stream(sse_pieces(*chunks))])
     assert (response.reasoning, response.text, pieces) == ("Thinking.", "Done.", ["Done."])
 
 
 def test_streamed_thinking_parts_go_to_reasoning():
     # Mistral's Magistral streams content as lists of thinking parts, then strings
-    chunks = [chunk({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": "Hmm"}]}]}),
-              chunk({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": "."}]}]}),
-              chunk({"content": "Yes."}, "stop")]
+    chunks = [
+        chunk({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": "Hmm"}]}]}),
+        chunk({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": "."}]}]}),
+        chunk({"content": "Yes."}, "stop"),
+    ]
     response, pieces, _ = run_stream([stream(sse_pieces(*chunks))])
     assert (response.reasoning, response.text, pieces) == ("Hmm.", "Yes.", ["Yes."])
 
@@ -217,18 +258,20 @@ def test_a_streamed_refusal_is_joined():
 
 
 def test_crlf_line_endings_and_comments_are_understood():
-    body = (": keep-alive\r\n\r\n"
-            'data: {"choices": [{"index": 0, "delta": {"content": "Hi"}}]}\r\n\r\n'
-            ": OPENROUTER PROCESSING\r\n\r\n"
-            'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\r\n\r\n'
-            "data: [DONE]\r\n\r\n")
+    body = (
+        ": keep-alive\r\n\r\n"
+        'data: {"choices": [{"index": 0, "delta": {"content": "Hi"}}]}\r\n\r\n'
+        ": OPENROUTER PROCESSING\r\n\r\n"
+        'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\r\n\r\n'
+        "data: [DONE]\r\n\r\n"
+    )
     response, pieces, _ = run_stream([stream([body])])
     assert (response.text, response.finish_reason, response.error_message, pieces) == ("Hi", "stop", None, ["Hi"])
 
 
 def test_events_split_across_network_pieces_are_put_back_together():
     body = "".join(sse_pieces(*text_chunks("Hello")))
-    response, _, _ = run_stream([stream([body[index:index + 7] for index in range(0, len(body), 7)])])
+    response, _, _ = run_stream([stream([body[index : index + 7] for index in range(0, len(body), 7)])])
     assert (response.text, response.error_message) == ("Hello", None)
 
 
@@ -257,16 +300,20 @@ def test_a_json_body_sent_instead_of_a_stream_is_an_error():
 
 def test_a_chunked_body_cut_short_is_an_error_that_keeps_the_text():
     response, _, requests = run_stream([stream(sse_pieces(*text_chunks("Hel", "lo"))[:3], ending="cut")])
-    assert response == LlmResponse(content=[Message("assistant", "Hello")],
-                                   error_message="stream broken off: IncompleteRead(0 bytes read)", status_code=200)
+    assert response == LlmResponse(
+        content=[Message("assistant", "Hello")],
+        error_message="stream broken off: IncompleteRead(0 bytes read)",
+        status_code=200,
+    )
     assert len(requests) == 1
 
 
 def test_a_body_cut_short_of_its_content_length_is_an_error_that_keeps_the_text():
     whole = "".join(sse_pieces(*text_chunks("Hel", "lo")))
     cut_in_the_done_line = whole[: whole.index("[DONE]") + 2]
-    reply = Reply(body=whole + " " * (2 * len(cut_in_the_done_line) - len(whole)), content_type="text/event-stream",
-                  ending="cut")  # padded so that the half the server sends ends inside "data: [DONE]"
+    reply = Reply(
+        body=whole + " " * (2 * len(cut_in_the_done_line) - len(whole)), content_type="text/event-stream", ending="cut"
+    )  # padded so that the half the server sends ends inside "data: [DONE]"
     response, pieces, requests = run_stream([reply])
     assert response.error_message.startswith("stream broken off: the body ended ")
     assert response.error_message.endswith(" bytes short of its Content-Length")
@@ -280,8 +327,11 @@ def test_a_reset_connection_is_an_error_that_keeps_the_text():
     with LoopbackServer([stream(pieces, gates={2: text_seen}, ending="reset")]) as server:
         client = LlmClient("gpt-test", server.base_url, "k", max_retries=2, sleep=lambda seconds: None)
         response = client.generate(REQUEST, on_text=lambda piece: (pieces_seen.append(piece), text_seen.set()))
-    assert response == LlmResponse(content=[Message("assistant", "Hel")], status_code=200,
-                                   error_message="stream broken off: [Errno 104] Connection reset by peer")
+    assert response == LlmResponse(
+        content=[Message("assistant", "Hel")],
+        status_code=200,
+        error_message="stream broken off: [Errno 104] Connection reset by peer",
+    )
     # no retry once text was handed over: one request only
     assert (pieces_seen, len(server.requests)) == (["Hel"], 1)
 
@@ -299,8 +349,9 @@ def test_a_stream_that_stalls_longer_than_the_timeout_is_an_error_that_keeps_the
 def test_data_that_is_not_json_is_an_error_that_keeps_the_text():
     pieces = sse_pieces(*text_chunks("Hel"))[:2] + ["data: {not json\n\n"] + sse_pieces(chunk({"content": "lo"}))
     response, pieces_seen, _ = run_stream([stream(pieces)])
-    assert response == LlmResponse(content=[Message("assistant", "Hel")], status_code=200,
-                                   error_message="stream data is not JSON: {not json")
+    assert response == LlmResponse(
+        content=[Message("assistant", "Hel")], status_code=200, error_message="stream data is not JSON: {not json"
+    )
     assert pieces_seen == ["Hel"]
 
 
@@ -308,21 +359,26 @@ def test_an_error_chunk_in_the_stream_is_an_error_that_keeps_the_text():
     # OpenRouter reports an upstream failure mid-stream as a chunk with "error", then [DONE]
     error_chunk = chunk({"content": ""}, error={"code": 502, "message": "Upstream went away"})
     response, _, _ = run_stream([stream(sse_pieces(*text_chunks("Hel")[:2], error_chunk))])
-    assert response == LlmResponse(content=[Message("assistant", "Hel")], status_code=200,
-                                   error_message="error in stream: Upstream went away")
+    assert response == LlmResponse(
+        content=[Message("assistant", "Hel")], status_code=200, error_message="error in stream: Upstream went away"
+    )
 
 
 def test_an_error_event_in_the_stream_is_an_error_that_keeps_the_text():
     # Groq ends a failed stream with "event: error" and no [DONE]
     error_event = 'event: error\ndata: {"error": {"message": "Tool call validation failed"}}\n\n'
     response, _, _ = run_stream([stream(sse_pieces(*text_chunks("Hel")[:2], done=False) + [error_event])])
-    assert response == LlmResponse(content=[Message("assistant", "Hel")], status_code=200,
-                                   error_message="error in stream: Tool call validation failed")
+    assert response == LlmResponse(
+        content=[Message("assistant", "Hel")],
+        status_code=200,
+        error_message="error in stream: Tool call validation failed",
+    )
 
 
 def test_an_http_error_before_the_stream_starts_is_retried():
-    response, pieces, requests = run_stream([Reply(503, {"error": {"message": "busy"}}),
-                                             stream(sse_pieces(*text_chunks("Hi")))])
+    response, pieces, requests = run_stream(
+        [Reply(503, {"error": {"message": "busy"}}), stream(sse_pieces(*text_chunks("Hi")))]
+    )
     assert (response.text, response.error_message, pieces, len(requests)) == ("Hi", None, ["Hi"], 2)
 
 

@@ -83,7 +83,7 @@ def test_the_pipe_union_with_none_becomes_any_of_with_null():
 
 def test_a_parameter_with_a_default_is_not_required_and_records_the_default():
     @tool
-    def search(query: str, limit: int = 10, exact: bool = False, site: Optional[str] = None) -> str:
+    def search(query: str, limit: int = 10, exact: bool = False, site: str | None = None) -> str:
         """Search."""
         return ""
 
@@ -246,7 +246,7 @@ def test_arguments_that_are_not_json_are_quoted_with_the_expected_schema():
     assert result == ToolResult(
         "call_1",
         "echo",
-        "arguments for tool 'echo' are not a JSON object: \"{\\\"text\\\": \\\"hi\"; expected a JSON object "
+        'arguments for tool \'echo\' are not a JSON object: "{\\"text\\": \\"hi"; expected a JSON object '
         'matching {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"], '
         '"additionalProperties": false}',
         is_error=True,
@@ -304,7 +304,7 @@ def test_a_bad_item_in_a_list_is_named_by_its_index():
 
 def test_a_value_fitting_no_option_of_a_union_names_every_option():
     @tool
-    def limit(count: Optional[int]) -> str:
+    def limit(count: int | None) -> str:
         """Limit."""
         return str(count)
 
@@ -315,7 +315,7 @@ def test_a_value_fitting_no_option_of_a_union_names_every_option():
 
 def test_null_is_accepted_for_an_optional_argument():
     @tool
-    def limit(count: Optional[int]) -> str:
+    def limit(count: int | None) -> str:
         """Limit."""
         return str(count)
 
@@ -350,7 +350,7 @@ def test_an_optional_enum_argument_arrives_as_the_enum_member_or_none():
     received = []
 
     @tool
-    def choose(color: Optional[Color] = None) -> str:
+    def choose(color: Color | None = None) -> str:
         """Choose."""
         received.append(color)
         return "ok"

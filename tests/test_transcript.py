@@ -72,7 +72,9 @@ def test_a_middle_line_of_an_unknown_type_raises_naming_the_line(tmp_path):
 def test_a_file_without_a_header_raises_naming_line_1(tmp_path):
     path = tmp_path / "run.jsonl"
     path.write_text(USER_LINE, encoding="utf-8")
-    with pytest.raises(ValueError, match="line 1 is not a valid transcript record: the first line must be the transcript header"):
+    with pytest.raises(
+        ValueError, match="line 1 is not a valid transcript record: the first line must be the transcript header"
+    ):
         load_transcript(path)
 
 
@@ -107,5 +109,8 @@ def test_reopening_a_transcript_whose_header_was_torn_starts_it_afresh(tmp_path)
 def test_a_lone_surrogate_from_a_server_is_written_escaped_and_loads_back_unchanged(tmp_path):
     path = tmp_path / "run.jsonl"
     Transcript(path, {}).write(Message("assistant", "broken \ud83d emoji"))
-    assert path.read_bytes().splitlines()[1] == b'{"type": "message", "role": "assistant", "content": "broken \\ud83d emoji"}'
+    assert (
+        path.read_bytes().splitlines()[1]
+        == b'{"type": "message", "role": "assistant", "content": "broken \\ud83d emoji"}'
+    )
     assert load_transcript(path)[1] == [Message("assistant", "broken \ud83d emoji")]
