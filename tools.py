@@ -26,11 +26,11 @@ Needs ``messages``.
 "invalid arguments for tool 'add': argument 'a': expected integer, got string 'two'"
 """
 
-import concurrent.futures
 import enum
 import inspect
 import json
 import re
+import threading
 import types
 import typing
 from collections.abc import Callable
@@ -59,6 +59,12 @@ class Tool:
     parameters: dict
     function: Callable[..., Any]
     timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", self.name):
+            raise ValueError(
+                f"tool name {self.name!r}: use 1 to 64 letters, digits, '_' or '-' (the wire allows no more)"
+            )
 
     def tool_definition(self) -> dict:
         """Return the OpenAI ``{"type": "function", "function": {...}}`` form of this tool."""
@@ -224,50 +230,75 @@ def execute_tool_call(tool_call: ToolCall, tool_set: ToolSet) -> ToolResult:
         return error(f"invalid arguments for tool {found.name!r}: {problem}")
     try:
         value = run_with_timeout(found, prepare_arguments(found, tool_call.arguments))
-    except concurrent.futures.TimeoutError:
+    except ToolOverran:
         return error(f"tool {found.name!r} did not finish within {found.timeout:g} s")
     except Exception as exc:  # the tool boundary: whatever a tool raises goes to the model
         return error(f"tool {found.name!r} raised {type(exc).__name__}: {exc}")
     return ToolResult(tool_call.tool_call_id, tool_call.name, truncate(result_text(value)))
 
 
+class ToolOverran(Exception):
+    """A tool ran past its ``timeout``."""
+
+
 def run_with_timeout(found: Tool, arguments: dict) -> Any:
-    """Call the tool; with a timeout, in a worker thread that is abandoned if it overruns."""
+    """Call the tool; with a timeout, in a daemon thread that is abandoned if it overruns.
+
+    Python cannot kill a thread: an overrunning tool keeps running in the background, but as
+    a daemon it never keeps the process from exiting. Raises ``ToolOverran``, or what the tool raised.
+    """
     if found.timeout is None:
         return found.function(**arguments)
-    # Python cannot kill a thread: an overrunning tool keeps running in the background.
-    worker = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-    try:
-        return worker.submit(found.function, **arguments).result(timeout=found.timeout)
-    finally:
-        worker.shutdown(wait=False)
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = found.function(**arguments)
+        except BaseException as exc:  # handed to the caller's thread below
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, name=f"tool {found.name}", daemon=True)
+    worker.start()
+    worker.join(found.timeout)
+    if worker.is_alive():
+        raise ToolOverran()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def prepare_arguments(found: Tool, arguments: dict) -> dict:
     """Turn validated JSON values into the Python values the function's hints ask for (Enums)."""
     hints = typing.get_type_hints(found.function) if inspect.isfunction(found.function) else {}
-    prepared = dict(arguments)
-    for key, value in arguments.items():
-        kind = enum_class(hints.get(key))
-        if kind is not None and value is not None:
-            prepared[key] = kind(value)
-    return prepared
+    return {key: as_hinted(value, hints.get(key)) for key, value in arguments.items()}
 
 
-def enum_class(hint: Any) -> type | None:
-    """Return the Enum class of a hint that is an Enum or an optional one (``Color | None``), else ``None``."""
-    options = typing.get_args(hint) if typing.get_origin(hint) in (Union, types.UnionType) else (hint,)
-    options = tuple(option for option in options if option is not type(None))
-    if len(options) == 1 and isinstance(options[0], type) and issubclass(options[0], enum.Enum):
-        return options[0]
-    return None
+def as_hinted(value: Any, hint: Any) -> Any:
+    """Return a JSON value as the hint asks: Enum members, also inside lists, dicts and ``| None``."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if value is None:
+        return None
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return hint(value)
+    if origin in (Union, types.UnionType):
+        options = [arg for arg in args if arg is not type(None)]
+        return as_hinted(value, options[0]) if len(options) == 1 else value
+    if origin is list and args and isinstance(value, list):
+        return [as_hinted(item, args[0]) for item in value]
+    if origin is dict and len(args) == 2 and isinstance(value, dict):
+        return {key: as_hinted(item, args[1]) for key, item in value.items()}
+    return value
 
 
 def result_text(value: Any) -> str:
-    """Return a tool's return value as text: a str as it is, anything else as JSON."""
+    """Return a tool's return value as text: a str as it is, anything else as JSON (or its repr,
+    for a value JSON cannot hold: tuple keys, a list that holds itself)."""
     if isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False, default=str)
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        return repr(value)
 
 
 def truncate(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:

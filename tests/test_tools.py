@@ -1,6 +1,9 @@
 """Tools: schemas from type hints and docstrings, and running tool calls into results."""
 
 import enum
+import pathlib
+import subprocess
+import sys
 import threading
 from typing import Literal, Optional, Union
 
@@ -8,6 +11,8 @@ import pytest
 
 from messages import ToolCall, ToolResult
 from tools import Tool, execute_tool_call, make_tool_set, tool
+
+PROJECT = pathlib.Path(__file__).resolve().parent.parent
 
 
 class Color(enum.Enum):
@@ -408,3 +413,65 @@ def test_output_at_exactly_the_limit_is_not_cut():
 def test_a_tool_built_without_the_decorator_runs():
     square = Tool("square", "Square a number.", {"type": "object", "properties": {}}, lambda n=3: n * n)
     assert run(ToolCall("call_1", "square", {"n": 4}), square) == ToolResult("call_1", "square", "16")
+
+
+def test_a_tool_that_raises_timeout_error_itself_reports_it_as_raised():
+    @tool
+    def fetch() -> str:
+        """Fetch something slow."""
+        raise TimeoutError("upstream timed out")
+
+    assert run(ToolCall("call_1", "fetch", {}), fetch) == ToolResult(
+        "call_1", "fetch", "tool 'fetch' raised TimeoutError: upstream timed out", is_error=True
+    )
+
+
+def test_a_tool_with_a_timeout_that_raises_timeout_error_is_not_reported_as_overrunning():
+    @tool(timeout=60)
+    def fetch() -> str:
+        """Fetch something slow."""
+        raise TimeoutError("upstream timed out")
+
+    assert run(ToolCall("call_1", "fetch", {}), fetch).content == "tool 'fetch' raised TimeoutError: upstream timed out"
+
+
+def test_a_return_value_json_cannot_hold_is_given_as_its_repr():
+    @tool
+    def pairs() -> dict:
+        """Return pairs."""
+        return {(1, 2): "x"}
+
+    assert run(ToolCall("call_1", "pairs", {}), pairs) == ToolResult("call_1", "pairs", "{(1, 2): 'x'}")
+
+
+def test_enum_members_arrive_inside_lists_and_dicts():
+    seen = []
+
+    @tool
+    def paint_all(colors: list[Color], by_room: dict[str, Color]) -> str:
+        """Paint."""
+        seen.append((colors, by_room))
+        return "ok"
+
+    run(ToolCall("call_1", "paint_all", {"colors": ["red"], "by_room": {"hall": "green"}}), paint_all)
+    assert seen == [([Color.RED], {"hall": Color.GREEN})]
+
+
+def test_a_tool_name_the_wire_cannot_carry_is_refused_at_construction():
+    with pytest.raises(ValueError, match="tool name 'my tool!': use 1 to 64 letters, digits"):
+        tool(name="my tool!")(lambda: None)
+
+
+def test_a_tool_hanging_past_its_timeout_does_not_keep_the_process_from_exiting():
+    script = (
+        "import threading\n"
+        "from messages import ToolCall\n"
+        "from tools import tool, make_tool_set, execute_tool_call\n"
+        "@tool(timeout=0.05)\n"
+        "def hang() -> str:\n"
+        "    '''Hang.'''\n"
+        "    threading.Event().wait(600)\n"
+        "print(execute_tool_call(ToolCall('c', 'hang', {}), make_tool_set([hang])).content)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "tool 'hang' did not finish within 0.05 s\n")
