@@ -98,16 +98,20 @@ def agent_life_cycle(
     def stop(reason: str, detail: str, partial: list | None = None) -> AgentStopped:
         return AgentStopped(reason, detail, conversation, partial)
 
-    for role, first in (("system", system_message if not conversation else None), ("user", user_message)):
-        if first is not None:
-            append(first if isinstance(first, Message) else Message(role, first))
+    if system_message is not None and not conversation:
+        append(as_message("system", system_message))
+    if user_message is not None:  # a resumed run's pending tool calls are answered before the new turn
+        for result in run_tool_calls(unanswered_tool_calls(conversation), tool_call, tool_set):
+            append(result)
+        append(as_message("user", user_message))
     while True:
         calls = unanswered_tool_calls(conversation)
-        if calls:
-            if repeats.is_over(calls):
-                raise stop("repeated_tool_call", f"the same tool calls were asked for {repeats.count} times in a row")
-            for result in run_tool_calls(calls, tool_call, tool_set):
-                append(repeats.annotate(result))
+        if calls and repeats.is_over(calls):
+            for result in not_executed(calls, "it repeats the previous calls exactly, so the run was stopped"):
+                append(result)  # the conversation stays valid, so it can be continued
+            raise stop("repeated_tool_call", f"the same tool calls were asked for {repeats.count} times in a row")
+        for result in run_tool_calls(calls, tool_call, tool_set):
+            append(repeats.annotate(result))
         if steps >= max_steps:
             raise stop("step_limit", f"no answer after {steps} model calls (max_steps={max_steps})")
         if deadline_seconds is not None and time.monotonic() - started > deadline_seconds:
@@ -139,12 +143,32 @@ def unanswered_tool_calls(conversation: list) -> list[ToolCall]:
     return [call for call in calls if call.tool_call_id not in answered]
 
 
+def as_message(role: str, message: str | Message) -> Message:
+    """Return ``message`` as a ``Message``: a str becomes one with ``role``."""
+    return message if isinstance(message, Message) else Message(role, message)
+
+
 def run_tool_calls(calls: list[ToolCall], tool_call: Callable, tool_set: ToolSet) -> list[ToolResult]:
-    """Run the calls of one reply concurrently; return their results in the order of the calls."""
-    if len(calls) == 1:
-        return [tool_call(calls[0], tool_set)]
+    """Run the calls of one reply concurrently; return their results in the order of the calls.
+
+    A ``tool_call`` function that raises (the default never does) gives an error result too.
+    """
+
+    def run(call: ToolCall) -> ToolResult:
+        try:
+            return tool_call(call, tool_set)
+        except Exception as error:  # the tool boundary, for a plugged-in tool_call
+            return ToolResult(call.tool_call_id, call.name, f"tool_call raised {type(error).__name__}: {error}", True)
+
+    if len(calls) <= 1:
+        return [run(call) for call in calls]
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(len(calls), 16)) as pool:
-        return list(pool.map(lambda call: tool_call(call, tool_set), calls))
+        return list(pool.map(run, calls))
+
+
+def not_executed(calls: list[ToolCall], why: str) -> list[ToolResult]:
+    """Return error results for tool calls that were never run, saying why, so the model knows."""
+    return [ToolResult(call.tool_call_id, call.name, f"not executed: {why}", is_error=True) for call in calls]
 
 
 class RepeatCounter:
@@ -562,14 +586,13 @@ def spec_from_arguments(arguments: argparse.Namespace, saved: dict | None = None
     return spec
 
 
-NOT_EXECUTED = "not executed: the run stopped before this tool call ran; call the tool again if you still need it"
+STOPPED_BEFORE_RUNNING = "the run stopped before this tool call ran; call the tool again if you still need it"
+NOT_EXECUTED = f"not executed: {STOPPED_BEFORE_RUNNING}"
 
 
 def skip_pending(conversation: list) -> list[ToolResult]:
     """Return 'not executed' error results for the tool calls left without a result."""
-    return [
-        ToolResult(c.tool_call_id, c.name, NOT_EXECUTED, is_error=True) for c in unanswered_tool_calls(conversation)
-    ]
+    return not_executed(unanswered_tool_calls(conversation), STOPPED_BEFORE_RUNNING)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -307,11 +307,46 @@ def test_a_tool_call_repeated_up_to_the_limit_carries_a_note_in_its_result():
 
 def test_a_tool_call_repeated_past_the_limit_stops_the_run():
     stopped = stop_of([ToolCall(f"call_{n}", "echo", {"text": "hi"}) for n in (1, 2, 3)], max_repeats=2)
-    assert (stopped.reason, stopped.detail, stopped.conversation[-2:]) == (
+    assert (stopped.reason, stopped.detail, stopped.conversation[-3:]) == (
         "repeated_tool_call",
         "the same tool calls were asked for 3 times in a row",
-        [ToolResult("call_2", "echo", "hi" + REPEAT_NOTE), ToolCall("call_3", "echo", {"text": "hi"})],
+        [
+            ToolResult("call_2", "echo", "hi" + REPEAT_NOTE),
+            ToolCall("call_3", "echo", {"text": "hi"}),
+            ToolResult(
+                "call_3", "echo", "not executed: it repeats the previous calls exactly, so the run was stopped", True
+            ),
+        ],
     )
+
+
+def test_a_run_stopped_for_repeating_itself_can_be_continued_with_a_new_message():
+    stopped = stop_of([ToolCall(f"call_{n}", "echo", {"text": "hi"}) for n in (1, 2, 3)], max_repeats=2)
+    fake = FakeLlm(["All right."])
+    conversation = agent_life_cycle(
+        None, "Stop repeating.", LlmCall(fake), tool_set=TOOLS, history=stopped.conversation
+    )
+    assert conversation[-2:] == [Message("user", "Stop repeating."), Message("assistant", "All right.")]
+
+
+def test_pending_tool_calls_are_answered_before_a_new_user_message():
+    history = [Message("system", "s"), Message("user", "u"), ToolCall("call_1", "echo", {"text": "a"})]
+    fake = FakeLlm(["Done."])
+    conversation = agent_life_cycle(None, "And then?", LlmCall(fake), tool_set=TOOLS, history=history)
+    assert conversation[3:] == [
+        ToolResult("call_1", "echo", "a"),
+        Message("user", "And then?"),
+        Message("assistant", "Done."),
+    ]
+
+
+def test_a_plugged_in_tool_call_that_raises_gives_an_error_result():
+    def tool_call(call, tool_set):
+        raise RuntimeError("sandbox is down")
+
+    fake = FakeLlm([ToolCall("call_1", "echo", {"text": "a"}), "ok"])
+    conversation = agent_life_cycle("s", "u", LlmCall(fake), tool_call, tool_set=TOOLS)
+    assert conversation[3] == ToolResult("call_1", "echo", "tool_call raised RuntimeError: sandbox is down", True)
 
 
 def test_a_changed_tool_call_resets_the_repeat_count():
