@@ -30,7 +30,9 @@ import datetime
 import json
 import operator
 import os
+import re
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -46,6 +48,7 @@ STOP_REASONS = {
     "deadline": "the run took longer than deadline_seconds",
     "repeated_tool_call": "the model kept repeating the same tool calls after being told",
     "token_budget": "the reported token usage reached token_budget",
+    "content_filter": "the server's content filter withheld the reply",
 }
 
 
@@ -54,7 +57,7 @@ class AgentStopped(Exception):
     and ``conversation``, the whole conversation up to the stop. ``partial`` holds messages
     that arrived but were not added (a cut-off reply, the text of a broken stream)."""
 
-    def __init__(self, reason: str, detail: str, conversation: list | None = None, partial: list | None = None):
+    def __init__(self, reason: str, detail: str, conversation: list | None = None, partial: list | None = None) -> None:
         super().__init__(f"{reason}: {detail}")
         self.reason, self.detail = reason, detail
         self.conversation = conversation if conversation is not None else []
@@ -207,7 +210,8 @@ class LlmCall:
     """``llm_call(conversation, tool_set, on_text=None)`` backed by an ``LlmClient`` or ``FakeLlm``.
 
     Turns a failed call into ``AgentStopped("llm_error")``, a cut-off reply into
-    ``AgentStopped("truncated")`` (its half-written tool calls are never run), an empty
+    ``AgentStopped("truncated")`` (its half-written tool calls are never run), a filtered one
+    into ``AgentStopped("content_filter")``, a refusal into the assistant's answer, an empty
     reply into an empty assistant message (so the turn stays in the history), and adds up
     the reported usage in ``usage``; with ``token_budget`` it refuses a call once the
     input and output tokens used reach the budget (``AgentStopped("token_budget")``).
@@ -251,6 +255,10 @@ class LlmCall:
             raise AgentStopped("llm_error", response.error_message, partial=response.content)
         if response.is_truncated:
             raise AgentStopped("truncated", f"finish_reason {response.finish_reason!r}", partial=response.content)
+        if response.finish_reason == "content_filter":
+            raise AgentStopped("content_filter", "finish_reason 'content_filter'", partial=response.content)
+        if not response.content and response.refusal:  # a refusal is the model's answer: show it as one
+            return [Message("assistant", response.refusal)]
         return response.content or [Message("assistant", "")]  # an empty reply is still a turn: keep it
 
 
@@ -353,7 +361,11 @@ SPEC_FIELDS: dict[str, tuple[tuple[type, ...], Any]] = {
     "model": ((str,), "gpt-4o-mini"),
     "base_url": ((str, type(None)), None),  # None: OPENAI_BASE_URL, else OpenAI
     "api_key_env": ((str,), "OPENAI_API_KEY"),  # the key's variable, never the key itself
-    "options": ((dict,), {}),  # LlmClient keyword arguments: body fields (temperature, seed, ...), timeout, ...
+    "api_key_header": ((str, type(None)), None),  # send the key in this header (Azure: "api-key"), not as Bearer
+    "options": (
+        (dict, type(None)),
+        None,
+    ),  # LlmClient keyword arguments: body fields (temperature, seed, ...), timeout, ...
     "max_steps": ((int,), 20),
     "deadline_seconds": ((int, float, type(None)), None),
     "token_budget": ((int, type(None)), None),
@@ -381,16 +393,52 @@ def load_spec(spec: dict | str | os.PathLike, tool_names: list[str]) -> dict:
     for name, (types, default) in SPEC_FIELDS.items():
         if name not in spec and default is ...:
             raise ValueError(f"spec field {name!r} is required")
-        value = spec.get(name, default)
-        if not isinstance(value, types) or isinstance(value, bool) and bool not in types:
-            allowed = " or ".join("null" if t is type(None) else t.__name__ for t in types)
-            raise ValueError(f"spec field {name!r} must be {allowed}; got {type(value).__name__}")
-        checked[name] = value
+        checked[name] = check_type(f"spec field {name!r}", spec.get(name, default), types)
+    checked["options"] = check_options(checked["options"] or {})
     checked["tools"] = list(tool_names) if checked["tools"] is None else checked["tools"]
     for name in checked["tools"]:
         if name not in tool_names:
             raise ValueError(f"spec field 'tools': unknown tool {name!r}; allowed tools: {', '.join(tool_names)}")
     return checked
+
+
+def check_type(what: str, value: Any, types: tuple[type, ...]) -> Any:
+    """Return ``value`` if it has one of ``types`` (a bool is no int here); else raise ``ValueError``."""
+    if not isinstance(value, types) or isinstance(value, bool) and bool not in types:
+        allowed = " or ".join("null" if t is type(None) else t.__name__ for t in types)
+        raise ValueError(f"{what} must be {allowed}; got {type(value).__name__}")
+    return value
+
+
+OPTION_TYPES: dict[str, tuple[type, ...]] = {
+    # the LlmClient settings a spec may give; any other option goes into the request body
+    "timeout": (int, float),
+    "max_retries": (int,),
+    "headers": (dict,),
+    "query": (dict,),
+    "stream_usage": (bool,),
+}
+
+
+def check_options(options: dict) -> dict:
+    """Return a copy of a spec's ``options`` once its client settings have the right types.
+
+    Options may not set what other spec fields set, and no header may carry a key: a spec
+    is a file that gets copied and written into transcripts.
+    """
+    for name in ("model", "base_url", "api_key"):
+        if name in options:
+            raise ValueError(f"spec field 'options': {name!r} is set by its own spec field, not in options")
+    for name, types in OPTION_TYPES.items():
+        if name in options:
+            check_type(f"spec field 'options': {name!r}", options[name], types)
+    for header in options.get("headers", {}):
+        if re.search("key|auth|token|secret|cookie", header, re.IGNORECASE):
+            raise ValueError(
+                f"spec field 'options': header {header!r} would put a secret in the spec; "
+                "name the key's variable in 'api_key_env' and the header in 'api_key_header'"
+            )
+    return dict(options)
 
 
 class AgentLauncher:
@@ -417,6 +465,7 @@ class AgentLauncher:
         self.tools, self.client, self.max_depth = tools, client, max_depth
         self.on_message, self.on_text = on_message, on_text
         self.usage = {"input_tokens": 0, "output_tokens": 0}
+        self.usage_lock = threading.Lock()
 
     def launch(
         self,
@@ -451,15 +500,20 @@ class AgentLauncher:
                 on_text=self.on_text if depth == 0 else None,
             )
         finally:
-            for key in self.usage:
-                self.usage[key] += llm_call.usage[key]
+            with self.usage_lock:  # sub-agents run in tool threads, side by side
+                for key in self.usage:
+                    self.usage[key] += llm_call.usage[key]
 
     def client_for(self, spec: dict) -> Any:
         """Return the launcher's client, or a new ``LlmClient`` from the spec's model settings."""
         if self.client is not None:
             return self.client
-        api_key = os.environ.get(spec["api_key_env"])
-        return LlmClient(spec["model"], spec["base_url"], api_key, **spec["options"])
+        api_key = os.environ.get(spec["api_key_env"]) or ""
+        options = dict(spec["options"])
+        if spec["api_key_header"]:  # Azure's dated API: "api-key: KEY" instead of "Authorization: Bearer KEY"
+            options["headers"] = {**options.get("headers", {}), spec["api_key_header"]: api_key}
+            api_key = ""
+        return LlmClient(spec["model"], spec["base_url"], api_key, **options)
 
     def subagent_tool(self, parent: dict, depth: int) -> Tool:
         """Return the ``launch_agent`` tool: a sub-agent with the parent's settings on a new task."""
@@ -509,10 +563,12 @@ class Printer:
         self.out, self.streamed = out if out is not None else sys.stdout, False
 
     def on_text(self, piece: str) -> None:
+        """Show a piece of streamed answer text as it arrives."""
         self.write(piece if self.streamed else "assistant: " + piece)
         self.streamed = True
 
     def on_message(self, message: AnyMessage) -> None:
+        """Show one appended message as a line (an answer already streamed only ends its line)."""
         if isinstance(message, ToolCall):
             shown = message.raw_arguments if message.raw_arguments is not None else json.dumps(message.arguments)
             line = f"-> {message.name}({shown})"
@@ -595,21 +651,36 @@ def skip_pending(conversation: list) -> list[ToolResult]:
     return not_executed(unanswered_tool_calls(conversation), STOPPED_BEFORE_RUNNING)
 
 
+def open_run(arguments: argparse.Namespace) -> tuple[dict, list | None, Transcript | None, bool]:
+    """Return the run's spec, history (when resuming), transcript and whether it is the demo.
+
+    Raises ``ValueError`` for a transcript that does not fit: a missing one to resume, an
+    existing one for a new run (it would mix two runs), or a finished run with no new message.
+    """
+    if not arguments.resume:
+        spec = load_spec(spec_from_arguments(arguments), list(DEMO_TOOLS))
+        if arguments.transcript and os.path.exists(arguments.transcript) and os.path.getsize(arguments.transcript):
+            raise ValueError(
+                f"{arguments.transcript} already holds a run; continue it with --resume, or pick a new file"
+            )
+        settings = {"spec": spec, "demo": arguments.demo}
+        return spec, None, Transcript(arguments.transcript, settings) if arguments.transcript else None, arguments.demo
+    if not os.path.exists(arguments.resume):
+        raise ValueError(f"no transcript at {arguments.resume}")
+    transcript = Transcript(arguments.resume)
+    history = transcript.conversation
+    if history and isinstance(history[-1], Message) and history[-1].role == "assistant" and not arguments.task:
+        raise ValueError(f"the run in {arguments.resume} has already answered; give a message to continue it")
+    spec = load_spec(spec_from_arguments(arguments, transcript.settings.get("spec", {})), list(DEMO_TOOLS))
+    return spec, history, transcript, transcript.settings.get("demo", False)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit status (0 answered, 1 stopped early, 2 usage)."""
     arguments = parse_arguments(argv)
     printer = Printer()
-    history, transcript = None, None
     try:
-        if arguments.resume:
-            transcript = Transcript(arguments.resume)
-            history, demo = transcript.conversation, transcript.settings.get("demo", False)
-            spec = load_spec(spec_from_arguments(arguments, transcript.settings.get("spec", {})), list(DEMO_TOOLS))
-        else:
-            demo = arguments.demo
-            spec = load_spec(spec_from_arguments(arguments), list(DEMO_TOOLS))
-            if arguments.transcript:
-                transcript = Transcript(arguments.transcript, {"spec": spec, "demo": demo})
+        spec, history, transcript, demo = open_run(arguments)
     except (ValueError, OSError) as error:
         print(f"agent.py: error: {error}", file=sys.stderr)
         return 2
@@ -629,9 +700,8 @@ def main(argv: list[str] | None = None) -> int:
 
         client = FakeLlm(demo_model)
     stream = sys.stdout.isatty() and not arguments.no_stream
-    launcher = AgentLauncher(
-        DEMO_TOOLS, client=client, on_message=on_message, on_text=printer.on_text if stream else None
-    )
+    on_text = printer.on_text if stream else None
+    launcher = AgentLauncher(DEMO_TOOLS, client=client, on_message=on_message, on_text=on_text)
     try:
         conversation = launcher.launch(spec, history=history, user_message=arguments.task if history else None)
     except ValueError as error:  # a client setting LlmClient refuses (a key with a newline in it, ...)

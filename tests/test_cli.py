@@ -244,3 +244,43 @@ def test_current_time_refuses_an_unknown_zone(zone):
     with pytest.raises(ValueError) as raised:
         current_time(zone)
     assert str(raised.value) == f"unknown time zone {zone!r}; use an IANA name such as 'Europe/Paris'"
+
+
+def test_a_new_run_refuses_a_transcript_that_already_holds_a_run(tmp_path):
+    path = tmp_path / "run.jsonl"
+    assert run_cli("--demo", "--transcript", str(path)).returncode == 0
+    before = path.read_bytes()
+    done = run_cli("--demo", "--transcript", str(path))
+    assert (done.returncode, done.stderr.strip(), path.read_bytes()) == (
+        2,
+        f"agent.py: error: {path} already holds a run; continue it with --resume, or pick a new file",
+        before,
+    )
+
+
+def test_resuming_a_missing_transcript_is_an_error_and_creates_no_file(tmp_path):
+    path = tmp_path / "typo.jsonl"
+    done = run_cli("--resume", str(path))
+    assert (done.returncode, done.stderr.strip(), path.exists()) == (
+        2,
+        f"agent.py: error: no transcript at {path}",
+        False,
+    )
+
+
+def test_resuming_a_finished_run_without_a_message_asks_for_one(tmp_path):
+    path = tmp_path / "run.jsonl"
+    assert run_cli("--demo", "--transcript", str(path)).returncode == 0
+    done = run_cli("--resume", str(path))
+    assert (done.returncode, done.stderr.strip()) == (
+        2,
+        f"agent.py: error: the run in {path} has already answered; give a message to continue it",
+    )
+
+
+def test_a_finished_demo_run_continues_with_a_new_message(tmp_path):
+    path = tmp_path / "run.jsonl"
+    assert run_cli("--demo", "--transcript", str(path)).returncode == 0
+    done = run_cli("--resume", str(path), "Thanks!")
+    assert done.returncode == 0
+    assert "user: Thanks!\n" in done.stdout

@@ -4,14 +4,14 @@ import json
 
 import pytest
 
-from agent import DEMO_TOOLS, AgentLauncher, AgentStopped, calculator, current_time
+from agent import DEMO_TOOLS, AgentLauncher, AgentStopped, calculator, current_time, load_spec
 from fake_llm import FakeLlm
 from llm_client import LlmResponse
 from messages import Message, ToolCall, ToolResult
 
 DEFAULT_SYSTEM = Message("system", "You are a helpful assistant. Use the tools when they help; answer briefly.")
 ALLOWED_FIELDS = (
-    "task, system_prompt, tools, model, base_url, api_key_env, options, max_steps, "
+    "task, system_prompt, tools, model, base_url, api_key_env, api_key_header, options, max_steps, "
     "deadline_seconds, token_budget, max_tool_rounds, allow_subagents"
 )
 
@@ -195,3 +195,42 @@ def test_a_launch_continues_a_history_with_a_new_user_message():
         {"task": "Say hi."}, history=history, user_message="Now bye."
     )
     assert conversation == history + [Message("user", "Now bye."), Message("assistant", "Bye.")]
+
+
+def test_options_may_not_set_what_a_spec_field_sets():
+    assert spec_error({"task": "x", "options": {"base_url": "http://h"}}) == (
+        "spec field 'options': 'base_url' is set by its own spec field, not in options"
+    )
+
+
+def test_a_client_setting_of_the_wrong_type_in_options_is_refused_naming_it():
+    assert spec_error({"task": "x", "options": {"max_retries": "2"}}) == (
+        "spec field 'options': 'max_retries' must be int; got str"
+    )
+
+
+def test_a_header_that_would_hold_a_key_is_refused_in_a_spec():
+    assert spec_error({"task": "x", "options": {"headers": {"api-key": "secret"}}}) == (
+        "spec field 'options': header 'api-key' would put a secret in the spec; "
+        "name the key's variable in 'api_key_env' and the header in 'api_key_header'"
+    )
+
+
+def test_api_key_header_sends_the_key_from_the_environment_in_that_header(monkeypatch):
+    monkeypatch.setenv("AZURE_TEST_KEY", "azure-secret-0123")
+    spec = load_spec({"task": "x", "api_key_env": "AZURE_TEST_KEY", "api_key_header": "api-key"}, ["calculator"])
+    client = AgentLauncher(DEMO_TOOLS).client_for(spec)
+    assert (client.api_key, client.headers) == ("", {"api-key": "azure-secret-0123"})
+
+
+def test_a_refusal_becomes_the_assistants_answer():
+    refused = LlmResponse(refusal="I can't help with that.", finish_reason="stop")
+    conversation, _, _ = launch({"task": "Do a bad thing."}, [refused])
+    assert conversation[-1] == Message("assistant", "I can't help with that.")
+
+
+def test_a_filtered_reply_stops_the_run_with_content_filter():
+    filtered = LlmResponse(content=[Message("assistant", "Par")], finish_reason="content_filter")
+    with pytest.raises(AgentStopped) as raised:
+        launch({"task": "x"}, [filtered])
+    assert (raised.value.reason, raised.value.partial) == ("content_filter", [Message("assistant", "Par")])
