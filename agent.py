@@ -380,10 +380,7 @@ def load_spec(spec: dict | str | os.PathLike, tool_names: list[str]) -> dict:
     Raises ``ValueError`` naming the bad field and what is allowed.
     """
     if not isinstance(spec, dict):
-        with open(spec, encoding="utf-8") as file:
-            spec = json.load(file)
-        if not isinstance(spec, dict):
-            raise ValueError("a task spec must be a JSON object")
+        spec = read_spec_file(spec)
     if "api_key" in spec:
         raise ValueError("spec field 'api_key': keys do not belong in specs; name the variable in 'api_key_env'")
     unknown = sorted(set(spec) - set(SPEC_FIELDS))
@@ -400,6 +397,15 @@ def load_spec(spec: dict | str | os.PathLike, tool_names: list[str]) -> dict:
         if name not in tool_names:
             raise ValueError(f"spec field 'tools': unknown tool {name!r}; allowed tools: {', '.join(tool_names)}")
     return checked
+
+
+def read_spec_file(path: str | os.PathLike) -> dict:
+    """Return the task spec in a JSON file; ``ValueError`` if it is not a JSON object."""
+    with open(path, encoding="utf-8") as file:
+        spec = json.load(file)
+    if not isinstance(spec, dict):
+        raise ValueError(f"{path}: a task spec must be a JSON object")
+    return spec
 
 
 def check_type(what: str, value: Any, types: tuple[type, ...]) -> Any:
@@ -622,10 +628,7 @@ def spec_from_arguments(arguments: argparse.Namespace, saved: dict | None = None
     """Build the task spec the command line describes: a saved or file spec, then flags on top."""
     spec: dict[str, Any] = dict(saved or {})
     if arguments.spec:
-        with open(arguments.spec, encoding="utf-8") as file:
-            spec = json.load(file)
-        if not isinstance(spec, dict):
-            raise ValueError(f"{arguments.spec}: a task spec must be a JSON object")
+        spec = read_spec_file(arguments.spec)
     elif not arguments.demo and saved is None:
         spec["model"] = os.environ.get("OPENAI_MODEL", SPEC_FIELDS["model"][1])
     flags = {

@@ -109,7 +109,7 @@ def test_an_api_key_in_a_spec_is_refused():
 def test_a_spec_file_that_is_not_a_json_object_is_refused(tmp_path):
     path = tmp_path / "spec.json"
     path.write_text('["task"]', encoding="utf-8")
-    assert spec_error(str(path)) == "a task spec must be a JSON object"
+    assert spec_error(str(path)) == f"{path}: a task spec must be a JSON object"
 
 
 def test_a_tool_named_launch_agent_is_refused_by_the_launcher():
