@@ -120,7 +120,8 @@ class LlmClient:
     ``generate``), waiting with ``sleep``. ``stream_usage=False`` stops asking streams for
     usage, for servers that reject ``stream_options``. Raises ``ValueError`` for a base URL
     that is not http(s), a negative ``max_retries``, a config key the client sets itself, and
-    a key or header value with a line break or other control character in it (not quoted).
+    a key or header value with a line break, another control character or a character
+    outside latin-1 (a curly quote, an emoji) in it, without quoting the value.
     The key appears in neither ``repr`` nor any error message.
     """
 
@@ -149,12 +150,16 @@ class LlmClient:
         if max_retries < 0:
             raise ValueError(f"max_retries is the number of extra attempts, 0 or more; got {max_retries}")
         for name, value in [("api_key", self.api_key or ""), *self.headers.items()]:
-            if not str(value).isprintable():  # http.client's own error would quote the header, key and all
+            # the value is never quoted: http.client's own errors would quote the header, key and all
+            if not str(value).isprintable():
                 raise ValueError(f"{name} holds a line break or other control character (a key file's newline?)")
+            if any(ord(char) > 0xFF for char in str(value)):  # http.client sends header values as latin-1
+                raise ValueError(f"{name} holds a character an HTTP header cannot carry (a pasted curly quote?)")
         for key in ("messages", "tools", "tool_choice", "stream"):
             if key in config:
                 raise ValueError(f"{key!r} cannot be set as config: the client builds it from the LlmRequest")
         self.config = {key: value for key, value in config.items() if value is not None}
+        self._opener = urllib.request.build_opener(_RefuseRedirects)
 
     def __repr__(self) -> str:
         return f"LlmClient(model={self.model!r}, base_url={self.base_url!r})"
@@ -168,7 +173,8 @@ class LlmClient:
         stream), with ``content`` holding whatever arrived first. No answer at all and HTTP
         408, 409, 429 and 5xx are retried, after the server's ``Retry-After`` or else an
         exponential backoff with jitter. A response that began (HTTP 200) is never requested
-        again, so no text reaches ``on_text`` twice. What ``on_text`` raises propagates.
+        again, so no text reaches ``on_text`` twice. A redirect is not followed, so the key goes
+        nowhere else: it comes back as ``"HTTP 302: ..."``. What ``on_text`` raises propagates.
         """
         body = self._build_body(request, stream=on_text is not None)
         for attempt in range(self.max_retries + 1):
@@ -206,7 +212,7 @@ class LlmClient:
         data = json.dumps(body).encode("utf-8")
         request = urllib.request.Request(url, data, {**headers, **self.headers}, method="POST")
         try:
-            response = urllib.request.urlopen(request, timeout=self.timeout)
+            response = self._opener.open(request, timeout=self.timeout)
         except urllib.error.HTTPError as error:
             with error:
                 return _http_error(error), _retry_after(error.headers)
@@ -224,19 +230,32 @@ class LlmClient:
         or longer (a shorter value cannot be told from ordinary words). A quote cut short at
         ``MAX_ERROR_CHARS`` that ends in the first 8 or more characters of a secret loses them too.
         """
-        named = [
-            value
-            for name, value in [*self.headers.items(), *self.query.items()]
-            if re.search("key|auth|token|secret", name, re.IGNORECASE)
-        ]
-        for secret in [self.api_key, *named]:
-            if secret and len(secret) >= 8 and response.error_message:
-                message = response.error_message.replace(secret, "[redacted]")
-                cut = next(
-                    (size for size in range(len(secret) - 1, 7, -1) if message.endswith(secret[:size] + "...")), 0
-                )
-                response.error_message = message[: -cut - 3] + "[redacted]..." if cut else message
+        pairs = [*self.headers.items(), *self.query.items()]
+        named = [value for name, value in pairs if re.search("key|auth|token|secret", name, re.IGNORECASE)]
+        for secret in [str(value) for value in (self.api_key, *named) if value]:
+            if len(secret) >= 8 and response.error_message:
+                response.error_message = _redact(response.error_message, secret)
         return response
+
+
+def _redact(message: str, secret: str) -> str:
+    """Return ``message`` with ``secret`` replaced by ``[redacted]``, also where a quote cut it short."""
+    message = message.replace(secret, "[redacted]")
+    for size in range(len(secret) - 1, 7, -1):  # _plain_text cut the quote inside the secret
+        if message.endswith(secret[:size] + "..."):
+            return message[: -size - 3] + "[redacted]..."
+    return message
+
+
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    """Leaves every redirect unfollowed, so it comes back as an HTTP error.
+
+    urllib would send all our headers, the key among them, to wherever ``Location`` points,
+    and turn the POST into a GET; a chat-completions endpoint has no reason to move.
+    """
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None  # None: no handler takes it, so urllib raises HTTPError with the 3xx status
 
 
 def _should_retry(response: LlmResponse) -> bool:
@@ -369,9 +388,9 @@ def _reasoning(message: dict) -> str | None:
 def _parse_tool_call(call: dict, position: int, body: dict) -> ToolCall:
     """Return one wire tool call as a ``ToolCall``; arguments that are not JSON stay as raw text."""
     function = _object(call.get("function"))
-    call_id = _text(call.get("id")) or _fallback_call_id(body, position)  # Gemini sends the id ""
     name = _text(function.get("name"))
     arguments = function.get("arguments")
+    call_id = _text(call.get("id")) or _fallback_call_id(body, position, name, arguments)  # Gemini sends ""
     if isinstance(arguments, dict):  # some servers send an object, not a JSON string
         return ToolCall(call_id, name, arguments)
     if not isinstance(arguments, str):  # missing or null means no arguments (OpenRouter)
@@ -379,12 +398,17 @@ def _parse_tool_call(call: dict, position: int, body: dict) -> ToolCall:
     return ToolCall.from_arguments_text(call_id, name, arguments)
 
 
-def _fallback_call_id(body: dict, position: int) -> str:
-    """Return an id for a tool call sent without one, from a hash of the whole response.
+def _fallback_call_id(body: dict, position: int, name: str, arguments: Any) -> str:
+    """Return an id for a tool call sent without one, from a hash of what identifies the call.
 
-    A replayed recording gets the same ids; two responses do not share one.
+    The hash covers the response's ``id`` and ``created`` (when they are there) and the call's
+    name and argument text, never the whole body, which may be nested too deep to write out.
+    A replayed recording gets the same ids and calls of one response get different ones, by
+    position; two responses without ``id`` and ``created`` that make the same call share it.
     """
-    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8")).hexdigest()
+    created = body.get("created")
+    parts = [_text(body.get("id")), created if type(created) is int else None, name, _text(arguments)]
+    digest = hashlib.sha256(json.dumps(parts).encode("utf-8")).hexdigest()
     return f"call_{digest[:12]}_{position}"
 
 
@@ -422,10 +446,16 @@ def _read_json(response: http.client.HTTPResponse) -> LlmResponse:
         return LlmResponse(error_message=f"response body broken off: {_describe(error)}")
     if not text.strip():
         return LlmResponse(error_message="the server sent an empty body")
+    result = _parse_json(text)
+    return LlmResponse(error_message=f"response is not JSON: {_plain_text(text)}") if result is None else result
+
+
+def _parse_json(text: str) -> LlmResponse | None:
+    """Return the response a JSON body holds, or ``None`` when ``text`` is not JSON."""
     try:
         return _parse_response(json.loads(text))  # leading whitespace is fine: OpenRouter pads while it waits
     except ValueError:
-        return LlmResponse(error_message=f"response is not JSON: {_plain_text(text)}")
+        return None
     except RecursionError:  # nested deeper than json.loads, or json.dumps of it again, can go
         return LlmResponse(error_message="response is nested too deep to read")
 
@@ -440,11 +470,14 @@ def _read_stream(response: http.client.HTTPResponse, on_text: OnText) -> LlmResp
     Text reaches ``on_text`` as each event is read. A broken connection, data that is not
     JSON, an ambiguous tool call or an error sent in the stream stops the reading with
     ``error_message`` set, keeping what came before. A stream may end without ``[DONE]``.
+    A body with no event that is JSON is read as a plain call's reply, its text handed to
+    ``on_text`` at once: a server that ignored ``"stream": true``, or sent an error object.
     """
     body: dict = {}
     problem, count = None, 0
+    before_data: list[str] = []  # the lines before the first data line: all of a body with no event
     try:
-        for event, data in _sse_events(_lines(response)):
+        for event, data in _sse_events(_noting(_lines(response), before_data)):
             count += 1
             if data.strip() == "[DONE]":
                 break
@@ -453,12 +486,34 @@ def _read_stream(response: http.client.HTTPResponse, on_text: OnText) -> LlmResp
                 break
     except _StreamBroken as error:
         problem = f"stream broken off: {error}"
-    if count == 0 and not problem:  # an empty body, or a server that ignored "stream" and sent JSON
-        problem = "the stream held no events"
+    if count == 0 and not problem:
+        return _read_unstreamed("\n".join(before_data), on_text)
     result = _parse_response(body)
     if problem:
         result.error_message = problem
     return result
+
+
+def _read_unstreamed(text: str, on_text: OnText) -> LlmResponse:
+    """Read a body that held no event: JSON is the whole reply, and anything else an error."""
+    # not told by Content-Type: Together sends a stream without text/event-stream (conformance
+    # case together__sse-text), so only a body with no event and that parses counts as JSON
+    result = _parse_json(text)
+    if result is None:  # llama-cpp-python answers a streamed "auto" tool call with an empty body
+        return LlmResponse(error_message="the stream held no events")
+    if result.text:
+        on_text(result.text)
+    return result
+
+
+def _noting(lines: Iterator[str], noted: list[str]) -> Iterator[str]:
+    """Yield ``lines``, noting in ``noted`` each one that comes before the first data line."""
+    for line in lines:
+        yield line
+        if line.partition(":")[0] == "data":  # no line of a JSON body starts so
+            yield from lines
+            return
+        noted.append(line)
 
 
 def _lines(response: http.client.HTTPResponse) -> Iterator[str]:

@@ -57,13 +57,13 @@ DIFFERENCES = {
     "gemini-openai-compat__tool-call-no-id": (
         GENERATED_ID,
         {
-            "tool_calls": [{"id": "call_cdccbb0a254d_0", "name": "get_current_time", "arguments": {}}],
+            "tool_calls": [{"id": "call_73192b411748_0", "name": "get_current_time", "arguments": {}}],
         },
     ),
     "gemini-openai-compat__sse-tool-call-no-id": (
         GENERATED_ID,
         {
-            "tool_calls": [{"id": "call_d7ad459aadc5_0", "name": "return_bool", "arguments": {"value": True}}],
+            "tool_calls": [{"id": "call_2103c40011d1_0", "name": "return_bool", "arguments": {"value": True}}],
         },
     ),
 }

@@ -5,8 +5,9 @@ else ``<repo>/../shared/conformance``), this repository's cassettes (when PyYAML
 read them) and two bodies of our own. Each iteration builds one mutant from
 ``random.Random(seed)``: keys dropped, types changed, nulls, odd Unicode (RTL, emoji, NUL,
 non-characters; never lone surrogates), duplicated tool-call ids, reordering, huge numbers,
-nested and too-deep garbage, truncation and stray bytes; event streams also get events
-dropped, repeated elsewhere, split over two data lines and injected, and other line endings.
+nested and too-deep garbage, truncation and stray bytes; event streams also get changes
+inside a chunk's ``delta``, events dropped, repeated elsewhere, split over two data lines and
+injected, and other line endings.
 The readers are called directly, and a tenth as many mutants go through ``generate`` over
 loopback HTTP. A failure names the
 seed and shows the mutant; ``PLAINAGENT_FUZZ_SEED=<seed> PLAINAGENT_FUZZ_ITERATIONS=1``
@@ -188,10 +189,19 @@ def mutate_tree(rng: random.Random, tree: Any) -> Any:
     elif change == 7:
         parent[key] = garbage(rng, rng.randint(1, 12))
     elif change == 8:  # nesting too deep for json: as a value, or as JSON text inside a string
-        depth = rng.choice([50, 500, 990, 5000])
+        depth = rng.choice([50, 500, rng.randint(900, 1000), 5000])  # near the limit, wherever it falls
         parent[key] = f"@@deep-{depth}@@" if rng.random() < 0.5 else "[" * depth + "]" * depth
     else:  # something from elsewhere in the body: a message where a tool call goes, and so on
         parent[key] = copy.deepcopy(rng.choice(places)[0])
+    return tree
+
+
+def mutate_delta(rng: random.Random, tree: Any) -> Any:
+    """Apply one random change inside the ``delta`` of a chunk's first choice, if it has a non-empty one."""
+    choices = tree.get("choices") if isinstance(tree, dict) else None
+    delta = choices[0].get("delta") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+    if isinstance(delta, dict) and delta:
+        mutate_tree(rng, delta)
     return tree
 
 
@@ -255,15 +265,15 @@ def mutated_sse(seed: int) -> bytes:
     events = [event.splitlines() for event in re.split(r"(?:\r\n|\r|\n){2}", rng.choice(SSE_BODIES)) if event.strip()]
     for _ in range(rng.randint(1, 4)):
         place = rng.randrange(len(events) + 1)
-        change = rng.randrange(6)
-        if change <= 1 and place < len(events) and events[place][-1].startswith("data: {"):
+        change = rng.randrange(7)
+        if change in (0, 1, 6) and place < len(events) and events[place][-1].startswith("data: {"):
             try:
                 tree = json.loads(events[place][-1][6:])
-            except (ValueError, RecursionError):  # mutated before: leave it
+                for _ in range(rng.randint(1, 2)):
+                    tree = mutate_delta(rng, tree) if change == 6 else mutate_tree(rng, tree)
+                events[place] = events[place][:-1] + ["data: " + dump(rng, tree)]
+            except (ValueError, RecursionError):  # mutated before, perhaps too deep to copy: leave it
                 continue
-            for _ in range(rng.randint(1, 2)):
-                tree = mutate_tree(rng, tree)
-            events[place] = events[place][:-1] + ["data: " + dump(rng, tree)]
         elif change == 2 and place < len(events):
             del events[place]
         elif change == 3 and place < len(events):
@@ -427,10 +437,19 @@ def test_no_nesting_depth_up_to_the_limit_crashes_a_reader():
             assert problems(*read_stream(f"data: {data}\n\n".encode())) == [], depth
 
 
+def test_a_streamed_call_without_an_id_beside_usage_nested_deep_is_read_not_a_crash():
+    # found in review: the generated id hashed json.dumps of the whole folded body, usage and all
+    for depth in range(800, 1001):
+        nested = "[" * depth + "]" * depth
+        call = '{"index": 0, "function": {"name": "f", "arguments": "{}"}}'
+        data = f'data: {{"choices": [{{"index": 0, "delta": {{"tool_calls": [{call}]}}}}], "usage": {nested}}}\n\n'
+        assert problems(*read_stream(data.encode())) == [], depth
+
+
 def test_tool_call_ids_and_names_that_are_not_strings_read_as_absent():
     # a name that is a list or object reached the tool set as a dict key and crashed the loop
     body = {"choices": [{"message": {"tool_calls": [{"id": 5, "function": {"name": ["add"], "arguments": "{}"}}]}}]}
-    assert _parse_response(body).content == [ToolCall("call_056537a707c8_0", "", {})]
+    assert _parse_response(body).content == [ToolCall("call_0633cf7d6bbb_0", "", {})]
 
 
 def test_usage_counts_that_are_not_whole_numbers_read_as_missing():

@@ -255,6 +255,13 @@ def test_a_base_url_that_is_not_http_is_refused_at_construction():
         LlmClient("m", "localhost:8080/v1")
 
 
+def test_a_header_value_that_http_cannot_carry_is_refused_at_construction_without_being_shown():
+    # HTTP header values go out as latin-1; an emoji in an attribution title would escape generate
+    with pytest.raises(ValueError, match="X-Title holds a character an HTTP header cannot carry") as raised:
+        make_client(headers={"X-Title": '"Café ☕"'})
+    assert "Café" not in str(raised.value)
+
+
 # --- construction ------------------------------------------------------------------------
 
 
@@ -434,7 +441,7 @@ def test_tool_calls_without_ids_get_stable_ids_from_the_response():
         "tool_calls",
     )
     ids = [call.tool_call_id for call in _parse_response(body).tool_calls]
-    assert ids == ["call_4a91fb63075a_0", "call_4a91fb63075a_1"]
+    assert ids == ["call_aeb09f97fce1_0", "call_4ce2fbbe8e10_1"]
     assert [call.tool_call_id for call in _parse_response(body).tool_calls] == ids
 
 

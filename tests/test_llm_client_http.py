@@ -135,6 +135,25 @@ def test_an_unreadable_retry_after_falls_back_to_backoff(monkeypatch):
     assert sleeps == [0.5]
 
 
+@pytest.mark.parametrize(
+    "status, reason",
+    [
+        (301, "Moved Permanently"),
+        (302, "Found"),
+        (303, "See Other"),
+        (307, "Temporary Redirect"),
+        (308, "Permanent Redirect"),
+    ],
+)
+def test_a_redirect_is_reported_not_followed_so_the_key_goes_nowhere_else(status, reason):
+    # urllib follows 301, 302 and 303 with every header, Authorization too, and the POST as a GET
+    with LoopbackServer([Reply(body=HELLO)]) as elsewhere:
+        moved = Reply(status, b"", headers={"Location": f"{elsewhere.base_url}/chat/completions"})
+        response, requests, sleeps = run([moved, Reply(body=HELLO)])
+    assert response == LlmResponse(error_message=f"HTTP {status}: {reason}", status_code=status)
+    assert (elsewhere.requests, len(requests), sleeps) == ([], 1, [])
+
+
 def test_a_refused_connection_is_retried_then_reported():
     sleeps: list = []
     client = LlmClient("gpt-test", f"http://127.0.0.1:{free_port()}/v1", KEY, sleep=sleeps.append)

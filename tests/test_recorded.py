@@ -2,9 +2,10 @@
 
 The cassettes in ``cassettes/`` were recorded from llama.cpp's server (llama-cpp-python
 0.3.36, chat format ``chatml-function-calling``) running Gemma 3 270M, started by
-``../shared/llm-server/start``. They replay offline with ``record_mode="none"``: a request
-that is not in its cassette fails the test, and every test checks that its whole cassette
-was played. The model is small and its prose is poor, so the tests assert on structure
+``../shared/llm-server/start``, sending a dummy key so that the scrubbing of the
+``Authorization`` header is exercised. They replay offline with ``record_mode="none"``: a
+request that is not in its cassette fails the test, and every test checks that its whole
+cassette was played. The model is small and its prose is poor, so the tests assert on structure
 (roles, tool names, argument keys, finish reasons), never on wording.
 
 Re-record (needs the server; see the README):
@@ -15,6 +16,7 @@ Re-record (needs the server; see the README):
 
 import os
 import pathlib
+import re
 from typing import Literal
 
 import pytest
@@ -32,6 +34,8 @@ BASE_URL = (
     os.environ.get("LLM_SERVER_BASE_URL", "http://127.0.0.1:8765/v1") if RECORDING else "http://127.0.0.1:8765/v1"
 )
 MODEL = "gemma-3-270m"
+RECORDING_KEY = "sk-plainagent-recording-dummy"
+"""Sent while recording, so the header scrubbing is exercised; the local server ignores it."""
 
 SCRUBBED_RESPONSE_HEADERS = {
     "set-cookie",
@@ -63,11 +67,14 @@ RECORDER = vcr.VCR(
 
 @pytest.fixture
 def cassette(request):
-    """Play (or, when recording, write) the cassette named after the test; check it was all played."""
-    with RECORDER.use_cassette(f"{request.node.name}.yaml") as played:
+    """Play (or, when recording, write afresh) the cassette named after the test; check it was all played."""
+    name = f"{request.node.name}.yaml"
+    if RECORDING:  # record_mode "all" would keep old requests that no longer match (their tool-call ids change)
+        (CASSETTES / name).unlink(missing_ok=True)
+    with RECORDER.use_cassette(name) as played:
         yield played
         if not RECORDING:
-            assert played.all_played, f"{request.node.name}.yaml has requests the test never made"
+            assert played.all_played, f"{name} has requests the test never made"
 
 
 @tool
@@ -96,8 +103,7 @@ SYSTEM = "You are a helpful assistant with tools."  # this server shows tools on
 
 
 def client() -> LlmClient:
-    # No key: the local server needs none, and so the client sends no Authorization header.
-    return LlmClient(MODEL, BASE_URL, api_key="", temperature=0, max_tokens=48, timeout=120, max_retries=0)
+    return LlmClient(MODEL, BASE_URL, RECORDING_KEY, temperature=0, max_tokens=48, timeout=120, max_retries=0)
 
 
 def weather_request(tool_choice: str) -> LlmRequest:
@@ -135,7 +141,7 @@ def test_a_required_tool_choice_fails_on_this_server_as_a_retried_http_500(casse
     the recorded 5xx: retried once (a 500 may be passing), then reported."""
     waits: list[float] = []
     llm_client = LlmClient(
-        MODEL, BASE_URL, api_key="", temperature=0, max_tokens=48, timeout=120, max_retries=1, sleep=waits.append
+        MODEL, BASE_URL, RECORDING_KEY, temperature=0, max_tokens=48, timeout=120, max_retries=1, sleep=waits.append
     )
     response = llm_client.generate(weather_request("required"))
     assert response.status_code == 500
@@ -207,9 +213,8 @@ def test_an_agent_run_calls_a_tool_then_answers(cassette):
 
 
 def test_no_cassette_holds_a_key_a_cookie_or_an_auth_header():
-    pattern = r"(?i)(authorization|api-key|cookie|bearer\s|sk-[a-z0-9_-]{8,}|x-request-id|openai-organization)"
-    import re
-
+    shapes = r"authorization|api-key|cookie|bearer\s|sk-[a-z0-9_-]{8,}|x-request-id|openai-organization"
+    pattern = f"(?i)({re.escape(RECORDING_KEY)}|{shapes})"  # the key they were recorded with, by name
     found = {path.name: re.findall(pattern, path.read_text()) for path in CASSETTES.glob("*.yaml")}
     assert found, "no cassettes found"
     assert {name: hits for name, hits in found.items() if hits} == {}

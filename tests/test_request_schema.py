@@ -3,7 +3,9 @@
 The schema is ``openai-spec/request.schema.json`` in the conformance corpus directory
 (``$PLAINAGENT_CONFORMANCE_DIR``, else ``<repo>/../shared/conformance``), derived from
 openai/openai-openapi. Bodies are also checked with the corpus's ``validate.py --strict``,
-which refuses any key the spec does not declare.
+which refuses any key the spec does not declare. Real bodies are checked too: every request
+recorded in ``cassettes/``, and every request the HTTP and streaming tests send to their
+loopback servers.
 """
 
 import json
@@ -23,7 +25,8 @@ jsonschema = pytest.importorskip(
     "jsonschema", reason="jsonschema is not installed: pip install -r requirements-dev.txt"
 )
 
-DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "conformance"
+PROJECT = Path(__file__).resolve().parent.parent
+DEFAULT_CORPUS = PROJECT.parent / "shared" / "conformance"
 SPEC = Path(os.environ.get("PLAINAGENT_CONFORMANCE_DIR") or DEFAULT_CORPUS) / "openai-spec"
 
 if not (SPEC / "request.schema.json").is_file():
@@ -125,3 +128,45 @@ def test_the_body_sent_over_http_fits_the_schema():
         client = LlmClient("gpt-4o", server.base_url, "sk-schema-test", temperature=0)
         client.generate(SHAPES["tool-results"], on_text=lambda piece: None)
     assert schema_errors(server.requests[0].body) == []
+
+
+def test_every_request_body_recorded_in_the_cassettes_fits_the_schema():
+    yaml = pytest.importorskip("yaml", reason="PyYAML (a vcrpy dependency) is not installed")
+    bodies = {
+        f"{path.stem}[{number}]": json.loads(interaction["request"]["body"])
+        for path in sorted((PROJECT / "cassettes").glob("*.yaml"))
+        for number, interaction in enumerate(yaml.safe_load(path.read_text(encoding="utf-8"))["interactions"])
+    }
+    assert bodies, "no cassettes found"
+    assert {name: schema_errors(body) for name, body in bodies.items() if schema_errors(body)} == {}
+
+
+# Runs the HTTP and streaming tests in a child pytest whose LoopbackServer also writes down
+# every body it receives: argv[1] is the file for them, the rest are the test files.
+COLLECT_BODIES = """
+import json, sys
+import pytest
+import loopback
+received = []
+answer = loopback.LoopbackServer.next_reply
+loopback.LoopbackServer.next_reply = lambda server, request: received.append(request.body) or answer(server, request)
+code = pytest.main(["-q", "-p", "no:cacheprovider", *sys.argv[2:]])
+with open(sys.argv[1], "w", encoding="utf-8") as out:
+    json.dump(received, out)
+sys.exit(code)
+"""
+
+
+def test_every_body_the_http_and_streaming_tests_send_fits_the_schema(tmp_path):
+    out = tmp_path / "bodies.json"
+    done = subprocess.run(
+        [sys.executable, "-c", COLLECT_BODIES, str(out), "tests/test_llm_client_http.py", "tests/test_streaming.py"],
+        cwd=PROJECT,
+        env={**os.environ, "PYTHONPATH": "tests"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    bodies = {json.dumps(body, sort_keys=True): body for body in json.loads(out.read_text(encoding="utf-8"))}
+    assert bodies, done.stdout[-2000:]
+    assert {text: schema_errors(body) for text, body in bodies.items() if schema_errors(body)} == {}

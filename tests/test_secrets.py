@@ -260,3 +260,10 @@ def test_a_key_given_in_the_base_urls_place_is_refused_without_being_shown():
     with pytest.raises(ValueError) as raised:
         LlmClient("gpt-4o", KEY)
     assert leaks(str(raised.value)) == []
+
+
+def test_a_key_with_a_pasted_curly_quote_is_refused_without_being_shown():
+    # a key copied from a document may end in a typographic quote, which no HTTP header can carry
+    with pytest.raises(ValueError) as raised:
+        LlmClient("m", "http://127.0.0.1:9/v1", KEY + "\u201d")
+    assert leaks(str(raised.value), "".join(traceback.format_exception(raised.value))) == []

@@ -172,7 +172,7 @@ def test_a_whole_call_without_index_or_id_gets_a_generated_id():
         )
     ]
     response, _, _ = run_stream([stream(sse_pieces(*chunks))])
-    assert response.content == [ToolCall("call_4e0f3cdc670c_0", "get_weather", {"city": "Oslo"})]
+    assert response.content == [ToolCall("call_c66a2ec9bc71_0", "get_weather", {"city": "Oslo"})]
 
 
 def test_an_id_and_name_repeated_in_every_chunk_are_taken_once():
@@ -292,10 +292,32 @@ def test_an_empty_stream_is_an_error():
     assert response == LlmResponse(error_message="the stream held no events", status_code=200)
 
 
-def test_a_json_body_sent_instead_of_a_stream_is_an_error():
+def test_a_json_body_sent_instead_of_a_stream_is_read_and_its_text_handed_to_on_text_once():
+    # a server that ignored "stream": true answers with a whole chat.completion
     body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"}, "finish_reason": "stop"}]}
     response, pieces, _ = run_stream([Reply(body=body)])
-    assert (response, pieces) == (LlmResponse(error_message="the stream held no events", status_code=200), [])
+    assert (response, pieces) == (
+        LlmResponse(content=[Message("assistant", "Hi")], finish_reason="stop", status_code=200),
+        ["Hi"],
+    )
+
+
+def test_an_error_object_sent_instead_of_a_stream_keeps_the_provider_message():
+    # a gateway that answers a stream request with status 200 and an error object
+    response, pieces, _ = run_stream([Reply(body={"error": {"message": "model is overloaded"}})])
+    assert (response, pieces) == (
+        LlmResponse(error_message="error in response: model is overloaded", status_code=200),
+        [],
+    )
+
+
+def test_a_stream_labelled_as_json_is_still_read_as_a_stream():
+    # Together sends its event stream without a text/event-stream Content-Type
+    response, pieces, _ = run_stream([Reply(pieces=sse_pieces(*text_chunks("Hel", "lo")))])
+    assert (response, pieces) == (
+        LlmResponse(content=[Message("assistant", "Hello")], finish_reason="stop", status_code=200),
+        ["Hel", "lo"],
+    )
 
 
 def test_a_chunked_body_cut_short_is_an_error_that_keeps_the_text():
