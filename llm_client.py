@@ -48,6 +48,8 @@ MAX_ERROR_CHARS = 500
 """How much of an error body that is not JSON an ``error_message`` quotes."""
 
 OnText = Callable[[str], None]
+
+EMPTY_STREAM = "the stream held no events (a server that cannot stream this request may answer so: try without)"
 """The streaming callback: called with each piece of the reply's text as it arrives."""
 
 
@@ -147,9 +149,13 @@ class LlmClient:
         if not self.base_url.startswith(("http://", "https://")):
             # the value is not quoted: a key passed in the base_url's place must not be shown
             raise ValueError("base_url must start with http:// or https:// (is the key in its place?)")
+        if not self.base_url.isascii():
+            raise ValueError("base_url must be ASCII: percent-encode any other character")
         if max_retries < 0:
             raise ValueError(f"max_retries is the number of extra attempts, 0 or more; got {max_retries}")
         for name, value in [("api_key", self.api_key or ""), *self.headers.items()]:
+            if not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name):  # RFC 9110's token characters
+                raise ValueError(f"header name {name!r} is not a valid HTTP header name")
             # the value is never quoted: http.client's own errors would quote the header, key and all
             if not str(value).isprintable():
                 raise ValueError(f"{name} holds a line break or other control character (a key file's newline?)")
@@ -500,7 +506,7 @@ def _read_unstreamed(text: str, on_text: OnText) -> LlmResponse:
     # case together__sse-text), so only a body with no event and that parses counts as JSON
     result = _parse_json(text)
     if result is None:  # llama-cpp-python answers a streamed "auto" tool call with an empty body
-        return LlmResponse(error_message="the stream held no events")
+        return LlmResponse(error_message=EMPTY_STREAM)
     if result.text:
         on_text(result.text)
     return result

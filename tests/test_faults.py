@@ -98,8 +98,16 @@ BROKEN_STREAM = {
         "stream broken off: timed out",
         "Hel",
     ),
-    "HTML page": (lambda text_seen: Reply(body=PAGE, content_type="text/html"), "the stream held no events", ""),
-    "empty body": (lambda text_seen: event_stream([]), "the stream held no events", ""),
+    "HTML page": (
+        lambda text_seen: Reply(body=PAGE, content_type="text/html"),
+        "the stream held no events (a server that cannot stream this request may answer so: try without)",
+        "",
+    ),
+    "empty body": (
+        lambda text_seen: event_stream([]),
+        "the stream held no events (a server that cannot stream this request may answer so: try without)",
+        "",
+    ),
     "no choices": (
         lambda text_seen: event_stream(sse_pieces({"id": "chatcmpl-s", "choices": []})),
         "response has no choices",

@@ -552,3 +552,13 @@ def test_an_error_object_in_a_200_body_gives_an_error_message():
     # OpenRouter can answer 200 with {"error": {...}}
     body = {"error": {"message": "Upstream timed out", "code": 502}}
     assert _parse_response(body) == LlmResponse(error_message="error in response: Upstream timed out")
+
+
+def test_a_header_name_http_cannot_carry_is_refused_at_construction():
+    with pytest.raises(ValueError, match="header name 'X Title' is not a valid HTTP header name"):
+        LlmClient("m", "http://127.0.0.1:1/v1", headers={"X Title": "plainagent"})
+
+
+def test_a_base_url_with_characters_beyond_ascii_is_refused_at_construction():
+    with pytest.raises(ValueError, match="base_url must be ASCII"):
+        LlmClient("m", "http://exämple.test/v1")
