@@ -39,7 +39,7 @@ from typing import Any
 
 from llm_client import LlmClient, LlmRequest
 from messages import AnyMessage, Message, ToolCall, ToolResult, Transcript, is_model_output
-from tools import Tool, ToolSet, execute_tool_call, make_tool_set, tool
+from tools import Tool, ToolSet, as_tool_set, execute_tool_call, make_tool_set, tool
 
 STOP_REASONS = {
     "step_limit": "the model was called max_steps times without giving an answer",
@@ -72,7 +72,7 @@ def agent_life_cycle(
     user_message: str | Message | None,
     llm_call: Callable[..., list],
     tool_call: Callable[[ToolCall, ToolSet], ToolResult] = execute_tool_call,
-    tool_set: ToolSet | None = None,
+    tool_set: ToolSet | list[Tool] | None = None,
     *,
     history: list | None = None,
     max_steps: int = 20,
@@ -89,7 +89,7 @@ def agent_life_cycle(
     receives reply text as it streams (``llm_call`` must then accept ``on_text=``).
     Raises ``AgentStopped`` (with the conversation) when a guard or a failed call ends the run.
     """
-    tool_set = tool_set if tool_set is not None else {}
+    tool_set = as_tool_set(tool_set)  # a list of tools, as in the seed, is fine too
     conversation = list(history or [])
     started, steps, repeats = time.monotonic(), 0, RepeatCounter(max_repeats)
 

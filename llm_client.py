@@ -57,13 +57,13 @@ EMPTY_STREAM = "the stream held no events (a server that cannot stream this requ
 class LlmRequest:
     """What to send to the model.
 
-    ``instructions`` become one system message ahead of ``contents``; ``contents`` is the
+    ``instructions`` (a str, or a list of them) become one system message ahead of ``contents``; ``contents`` is the
     conversation (our message dataclasses); ``tools`` are offered to the model;
     ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"``, a tool's name, or ``None``
     to leave it to the server's default.
     """
 
-    instructions: list[str] = field(default_factory=list)
+    instructions: list[str] | str = field(default_factory=list)
     contents: list[AnyMessage] = field(default_factory=list)
     tools: list[Tool] = field(default_factory=list)
     tool_choice: str | None = None
@@ -304,7 +304,8 @@ def _build_messages(request: LlmRequest) -> list[dict]:
     """
     messages: list[dict] = []
     if request.instructions:  # one system message: many chat templates take only one, and first
-        messages.append({"role": "system", "content": "\n\n".join(request.instructions)})
+        instructions = [request.instructions] if isinstance(request.instructions, str) else request.instructions
+        messages.append({"role": "system", "content": "\n\n".join(instructions)})
     for item in request.contents:
         if isinstance(item, ToolCall):
             if not messages or messages[-1]["role"] != "assistant":

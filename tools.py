@@ -96,6 +96,13 @@ def make_tool_set(tools: typing.Iterable[Tool]) -> ToolSet:
     return tool_set
 
 
+def as_tool_set(tools: ToolSet | typing.Iterable[Tool] | None) -> ToolSet:
+    """Return ``tools`` as a ``ToolSet``: a dict as it is, a list (the seed's form) indexed by name."""
+    if tools is None:
+        return {}
+    return tools if isinstance(tools, dict) else make_tool_set(tools)
+
+
 # --- @tool: schema from type hints, descriptions from the docstring ---------------------
 
 
@@ -205,7 +212,7 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
 # --- running a tool call -----------------------------------------------------------------
 
 
-def execute_tool_call(tool_call: ToolCall, tool_set: ToolSet) -> ToolResult:
+def execute_tool_call(tool_call: ToolCall, tool_set: ToolSet | typing.Iterable[Tool]) -> ToolResult:
     """Run one tool call and return its result; never raises for anything the tool or model did.
 
     Unknown tool, argument text that is not a JSON object, arguments that do not fit the
@@ -216,6 +223,7 @@ def execute_tool_call(tool_call: ToolCall, tool_set: ToolSet) -> ToolResult:
     def error(text: str) -> ToolResult:
         return ToolResult(tool_call.tool_call_id, tool_call.name, text, is_error=True)
 
+    tool_set = as_tool_set(tool_set)
     found = tool_set.get(tool_call.name)
     if found is None:
         known = ", ".join(sorted(tool_set)) or "(none)"

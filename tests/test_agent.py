@@ -410,3 +410,10 @@ def test_tool_rounds_are_counted_from_the_last_user_message():
     fake = FakeLlm(["again"])
     agent_life_cycle(None, "Once more.", LlmCall(fake, max_tool_rounds=1), tool_set=TOOLS, history=history)
     assert fake.requests[0].tool_choice == "auto"
+
+
+def test_a_plain_list_of_tools_works_as_the_tool_set():
+    fake = FakeLlm([ToolCall("call_1", "echo", {"text": "a"}), "done"])
+    conversation = agent_life_cycle("s", "u", LlmCall(fake), tool_set=list(TOOLS.values()))
+    assert conversation[3] == ToolResult("call_1", "echo", "a")
+    assert [tool.name for tool in fake.requests[0].tools] == ["echo", "fail"]

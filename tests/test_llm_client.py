@@ -562,3 +562,10 @@ def test_a_header_name_http_cannot_carry_is_refused_at_construction():
 def test_a_base_url_with_characters_beyond_ascii_is_refused_at_construction():
     with pytest.raises(ValueError, match="base_url must be ASCII"):
         LlmClient("m", "http://exämple.test/v1")
+
+
+def test_instructions_given_as_one_string_become_one_system_message():
+    assert _build_messages(LlmRequest("Be brief.", [Message("user", "Hi")])) == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi"},
+    ]
