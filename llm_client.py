@@ -48,17 +48,18 @@ MAX_ERROR_CHARS = 500
 """How much of an error body that is not JSON an ``error_message`` quotes."""
 
 OnText = Callable[[str], None]
+"""The streaming callback: called with each piece of the reply's text as it arrives."""
 
 EMPTY_STREAM = "the stream held no events (a server that cannot stream this request may answer so: try without)"
-"""The streaming callback: called with each piece of the reply's text as it arrives."""
+"""The error for a stream with no event: llama-cpp-python answers a streamed "auto" tool call so."""
 
 
 @dataclass
 class LlmRequest:
     """What to send to the model.
 
-    ``instructions`` (a str, or a list of them) become one system message ahead of ``contents``; ``contents`` is the
-    conversation (our message dataclasses); ``tools`` are offered to the model;
+    ``instructions`` (a str, or a list of them) become one system message ahead of
+    ``contents``, the conversation (our message dataclasses); ``tools`` are offered to the model;
     ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"``, a tool's name, or ``None``
     to leave it to the server's default.
     """
