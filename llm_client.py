@@ -50,8 +50,8 @@ MAX_ERROR_CHARS = 500
 OnText = Callable[[str], None]
 """The streaming callback: called with each piece of the reply's text as it arrives."""
 
-EMPTY_STREAM = "the stream held no events (a server that cannot stream this request may answer so: try without)"
-"""The error for a stream with no event: llama-cpp-python answers a streamed "auto" tool call so."""
+EMPTY_STREAM = "the stream was empty"
+"""A stream with no byte in it: llama-cpp-python answers a streamed "auto" tool call so; asked again unstreamed."""
 
 
 @dataclass
@@ -182,14 +182,24 @@ class LlmClient:
         exponential backoff with jitter. A response that began (HTTP 200) is never requested
         again, so no text reaches ``on_text`` twice. A redirect is not followed, so the key goes
         nowhere else: it comes back as ``"HTTP 302: ..."``. What ``on_text`` raises propagates.
+        A stream that comes back empty is asked for again without streaming (its text then
+        reaches ``on_text`` in one piece): llama-cpp-python cannot stream "auto" tool calls.
         """
-        body = self._build_body(request, stream=on_text is not None)
+        response = self._send_with_retries(self._build_body(request, stream=on_text is not None), on_text)
+        if on_text is not None and response.error_message == EMPTY_STREAM:  # nothing reached on_text yet
+            response = self._send_with_retries(self._build_body(request, stream=False), None)
+            if response.text:
+                on_text(response.text)
+        return self._redacted(response)
+
+    def _send_with_retries(self, body: dict, on_text: OnText | None) -> LlmResponse:
+        """Send ``body``, again after a failure worth retrying, at most ``max_retries`` more times."""
         for attempt in range(self.max_retries + 1):
             response, retry_after = self._send(body, on_text)
             if attempt == self.max_retries or not _should_retry(response):
                 break
             self.sleep(_backoff(attempt) if retry_after is None else retry_after)
-        return self._redacted(response)
+        return response
 
     def _build_body(self, request: LlmRequest, stream: bool) -> dict:
         """Return the JSON body of ``POST /chat/completions`` for ``request``, with no null field."""
@@ -506,9 +516,11 @@ def _read_unstreamed(text: str, on_text: OnText) -> LlmResponse:
     """Read a body that held no event: JSON is the whole reply, and anything else an error."""
     # not told by Content-Type: Together sends a stream without text/event-stream (conformance
     # case together__sse-text), so only a body with no event and that parses counts as JSON
-    result = _parse_json(text)
-    if result is None:  # llama-cpp-python answers a streamed "auto" tool call with an empty body
+    if not text.strip():  # llama-cpp-python answers a streamed "auto" tool call with an empty body
         return LlmResponse(error_message=EMPTY_STREAM)
+    result = _parse_json(text)
+    if result is None:  # an HTML page from a proxy, say
+        return LlmResponse(error_message=f"the stream held no events: {_plain_text(text)}")
     if result.text:
         on_text(result.text)
     return result

@@ -100,12 +100,7 @@ BROKEN_STREAM = {
     ),
     "HTML page": (
         lambda text_seen: Reply(body=PAGE, content_type="text/html"),
-        "the stream held no events (a server that cannot stream this request may answer so: try without)",
-        "",
-    ),
-    "empty body": (
-        lambda text_seen: event_stream([]),
-        "the stream held no events (a server that cannot stream this request may answer so: try without)",
+        "the stream held no events: Sign in Sign in to the Wi-Fi",
         "",
     ),
     "no choices": (
@@ -193,5 +188,22 @@ def test_every_fault_in_turn_through_one_client_costs_at_most_max_retries_plus_o
         caller = Caller(server, max_retries=2)
         errors = [caller.call(is_stream, text_seen).error_message for is_stream, text_seen, _, _ in calls]
     assert errors == [error for _, _, _, error in calls]
-    # 10 transient faults tried 3 times each, 10 broken responses once each: 40 attempts, 20 waits
-    assert (len(server.requests), len(caller.sleeps)) == (40, 20)
+    # 10 transient faults tried 3 times each, 9 broken responses once each: 39 attempts, 20 waits
+    assert (len(server.requests), len(caller.sleeps)) == (39, 20)
+
+
+def test_an_empty_stream_is_asked_for_again_unstreamed_and_its_text_handed_over_once():
+    """llama-cpp-python's server answers a streamed "auto" tool call with an empty 200 stream."""
+    pieces: list = []
+    with LoopbackServer([event_stream([]), Reply(body=HELLO)]) as server:
+        client = LlmClient("m", server.base_url, "sk-fault-test", max_retries=2, sleep=lambda seconds: None)
+        response = client.generate(REQUEST, on_text=pieces.append)
+    assert (response.error_message, response.text, pieces) == (None, "Hello!", ["Hello!"])
+    assert [request.body.get("stream") for request in server.requests] == [True, None]
+
+
+def test_an_empty_stream_that_stays_empty_unstreamed_too_is_reported():
+    with LoopbackServer([event_stream([]), Reply(body="")]) as server:
+        client = LlmClient("m", server.base_url, "sk-fault-test", max_retries=0)
+        response = client.generate(REQUEST, on_text=lambda piece: None)
+    assert (response.error_message, len(server.requests)) == ("the server sent an empty body", 2)

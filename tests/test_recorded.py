@@ -189,6 +189,18 @@ def test_a_streamed_tool_call_has_the_structure_of_the_plain_one(cassette):
     assert streamed.tool_calls[0].raw_arguments is None
 
 
+def test_a_streamed_auto_tool_call_this_server_cannot_stream_is_asked_again_unstreamed(cassette):
+    """llama-cpp-python refuses to stream an "auto" tool choice: it answers 200 with an empty
+    stream (and logs "Automatic streaming tool choice is not supported"). The client asks
+    again without streaming, so the caller still gets the tool call."""
+    pieces: list[str] = []
+    response = client().generate(weather_request("auto"), on_text=pieces.append)
+    assert response.error_message is None
+    assert [call.name for call in response.tool_calls] == ["get_weather"]
+    assert "".join(pieces) == response.text
+    assert [b'"stream": true' in request.body for request in cassette.requests] == [True, False]
+
+
 def test_an_agent_run_calls_a_tool_then_answers(cassette):
     """The loop against the real server: a forced tool call first, then an answer.
 

@@ -286,15 +286,6 @@ def test_a_stream_without_a_finish_reason_is_complete_with_none():
     assert response == LlmResponse(content=[Message("assistant", "Hi")], status_code=200)
 
 
-def test_an_empty_stream_is_an_error():
-    # llama-cpp-python answers a streamed "auto" tool call with 200 and an empty body
-    response, _, _ = run_stream([stream([])])
-    assert response == LlmResponse(
-        error_message="the stream held no events (a server that cannot stream this request may answer so: try without)",
-        status_code=200,
-    )
-
-
 def test_a_json_body_sent_instead_of_a_stream_is_read_and_its_text_handed_to_on_text_once():
     # a server that ignored "stream": true answers with a whole chat.completion
     body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"}, "finish_reason": "stop"}]}
