@@ -331,8 +331,16 @@ def _build_messages(request: LlmRequest) -> list[dict]:
             # no "name" on a tool message: the official schema does not allow it
             messages.append({"role": "tool", "tool_call_id": item.tool_call_id, "content": item.content})
         else:
-            messages.append({"role": item.role, "content": item.content})
+            messages.append(_wire_message(item))
     return messages
+
+
+def _wire_message(message: Message) -> dict:
+    """Return a ``Message`` as a wire message."""
+    if message.reasoning_content is None:
+        return {"role": message.role, "content": message.content}
+    # DeepSeek and Kimi, thinking with tools, want the reasoning of each assistant turn back
+    return {"role": message.role, "content": message.content, "reasoning_content": message.reasoning_content}
 
 
 def _wire_tool_call(call: ToolCall) -> dict:
@@ -367,8 +375,10 @@ def _parse_response(body: Any) -> LlmResponse:
     calls = [_parse_tool_call(_object(call), n, body) for n, call in enumerate(_array(message.get("tool_calls")))]
     refusal = message.get("refusal")
     finish_reason = choice.get("finish_reason")  # kept as sent: Together says "eos", Snowflake ""
+    reasoning_content = _text(message.get("reasoning_content")) or None  # kept to be sent back
+    reply = [Message("assistant", text, reasoning_content)] if text or reasoning_content else []
     return LlmResponse(
-        content=[*([Message("assistant", text)] if text else []), *calls],
+        content=[*reply, *calls],
         usage_metadata=_usage(body.get("usage")),
         finish_reason=finish_reason if isinstance(finish_reason, str) else None,
         is_truncated=finish_reason == "length",

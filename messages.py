@@ -32,23 +32,33 @@ ROLES = ("system", "user", "assistant")
 
 @dataclass
 class Message:
-    """A text message from the system prompt, the user or the assistant."""
+    """A text message from the system prompt, the user or the assistant.
+
+    ``reasoning_content`` is an assistant's reasoning as a server sent it under that wire
+    name (DeepSeek, vLLM, Kimi). It is kept with the reply and sent back with it: DeepSeek's
+    and Kimi's thinking modes refuse a conversation whose tool-calling turns lack it.
+    """
 
     role: str
     content: str
+    reasoning_content: str | None = None
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
             raise ValueError(f"Message role must be one of {', '.join(ROLES)}; got {self.role!r}")
 
     def to_dict(self) -> dict:
-        """Return the JSON-ready form: ``{"type": "message", "role": ..., "content": ...}``."""
-        return {"type": "message", "role": self.role, "content": self.content}
+        """Return the JSON-ready form: ``{"type": "message", "role": ..., "content": ...}``
+        (and ``reasoning_content`` when it is set)."""
+        data = {"type": "message", "role": self.role, "content": self.content}
+        if self.reasoning_content is not None:
+            data["reasoning_content"] = self.reasoning_content
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "Message":
         """Rebuild a message from ``to_dict`` output."""
-        return cls(role=data["role"], content=data["content"])
+        return cls(role=data["role"], content=data["content"], reasoning_content=data.get("reasoning_content"))
 
 
 @dataclass

@@ -466,7 +466,11 @@ def test_reasoning_content_becomes_reasoning_not_text():
     # DeepSeek's reasoner
     body = openai_body({"content": "42", "reasoning_content": "6 times 7."})
     response = _parse_response(body)
-    assert (response.content, response.reasoning) == ([Message("assistant", "42")], "6 times 7.")
+    assert (response.content, response.text, response.reasoning) == (
+        [Message("assistant", "42", reasoning_content="6 times 7.")],
+        "42",
+        "6 times 7.",
+    )
 
 
 def test_reasoning_is_read_when_there_is_no_reasoning_content():
@@ -569,3 +573,40 @@ def test_instructions_given_as_one_string_become_one_system_message():
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "Hi"},
     ]
+
+
+def test_reasoning_content_beside_tool_calls_is_kept_in_an_empty_assistant_message():
+    # DeepSeek V4 in thinking mode: no content, reasoning_content, then the tool call
+    body = openai_body(
+        {
+            "content": None,
+            "reasoning_content": "I need the weather.",
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{}"}}],
+        },
+        "tool_calls",
+    )
+    assert _parse_response(body).content == [
+        Message("assistant", "", reasoning_content="I need the weather."),
+        ToolCall("c1", "w", {}),
+    ]
+
+
+def test_reasoning_content_is_sent_back_with_its_tool_calls():
+    # DeepSeek refuses a thinking-mode tool turn without it: "The reasoning_content in the
+    # thinking mode must be passed back to the API."
+    reply = [Message("assistant", "", reasoning_content="I need the weather."), ToolCall("c1", "w", {})]
+    assert _build_messages(LlmRequest(contents=[Message("user", "Weather?"), *reply])) == [
+        {"role": "user", "content": "Weather?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "reasoning_content": "I need the weather.",
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{}"}}],
+        },
+    ]
+
+
+def test_reasoning_under_another_name_is_not_sent_back():
+    # Groq, OpenRouter and Ollama send "reasoning"; Groq refuses unknown message fields
+    response = _parse_response(openai_body({"content": "42", "reasoning": "6 times 7."}))
+    assert (response.content, response.reasoning) == ([Message("assistant", "42")], "6 times 7.")

@@ -115,3 +115,14 @@ def test_argument_text_that_is_not_json_is_kept_raw():
 @pytest.mark.parametrize("text", ["[1, 2]", "42", '"a string"', "null"])
 def test_argument_text_that_is_json_but_not_an_object_is_kept_raw(text):
     assert ToolCall.from_arguments_text("call_1", "add", text) == ToolCall("call_1", "add", {}, raw_arguments=text)
+
+
+def test_an_assistant_message_with_reasoning_content_round_trips():
+    message = Message("assistant", "42", reasoning_content="6 times 7.")
+    assert message.to_dict() == {
+        "type": "message",
+        "role": "assistant",
+        "content": "42",
+        "reasoning_content": "6 times 7.",
+    }
+    assert message_from_dict(message.to_dict()) == message

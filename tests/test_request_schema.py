@@ -58,6 +58,9 @@ SHAPES = {
     "tool-calls-only": LlmRequest(
         contents=[QUESTION, CALL, ToolCall("call_2", "get_weather", {"city": "Rome"})], tools=[get_weather]
     ),
+    "reasoning-sent-back": LlmRequest(
+        contents=[QUESTION, Message("assistant", "", reasoning_content="Look it up."), CALL], tools=[get_weather]
+    ),
     "text-and-tool-calls": LlmRequest(
         contents=[QUESTION, Message("assistant", "Checking."), CALL], tools=[get_weather]
     ),

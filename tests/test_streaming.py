@@ -418,3 +418,19 @@ def test_sse_data_lines_are_joined_with_newlines_and_fields_read_per_the_spec():
 def test_sse_comments_and_lines_that_only_look_like_fields_are_ignored():
     lines = [": a comment", " data: indented, so no field", "", "data: kept", ""]
     assert list(_sse_events(iter(lines))) == [(None, "kept")]
+
+
+def test_streamed_reasoning_content_is_kept_with_the_reply_to_be_sent_back():
+    # DeepSeek streams its reasoning in delta.reasoning_content before the tool call
+    pieces = sse_pieces(
+        chunk({"role": "assistant", "content": None, "reasoning_content": "I need "}),
+        chunk({"reasoning_content": "the weather."}),
+        chunk({"tool_calls": [call_delta(0, "c1", "w", "{}")]}),
+        chunk({}, "tool_calls"),
+    )
+    response, text, _ = run_stream([stream(pieces)])
+    assert (response.content, response.reasoning, text) == (
+        [Message("assistant", "", reasoning_content="I need the weather."), ToolCall("c1", "w", {})],
+        "I need the weather.",
+        [],
+    )
