@@ -339,7 +339,7 @@ def _wire_message(message: Message) -> dict:
     """Return a ``Message`` as a wire message."""
     if message.reasoning_content is None:
         return {"role": message.role, "content": message.content}
-    # DeepSeek and Kimi, thinking with tools, want the reasoning of each assistant turn back
+    # DeepSeek in thinking mode refuses tool turns sent back without their reasoning_content
     return {"role": message.role, "content": message.content, "reasoning_content": message.reasoning_content}
 
 

@@ -35,8 +35,8 @@ class Message:
     """A text message from the system prompt, the user or the assistant.
 
     ``reasoning_content`` is an assistant's reasoning as a server sent it under that wire
-    name (DeepSeek, vLLM, Kimi). It is kept with the reply and sent back with it: DeepSeek's
-    and Kimi's thinking modes refuse a conversation whose tool-calling turns lack it.
+    name (DeepSeek, vLLM). It is kept with the reply and sent back with it: DeepSeek's
+    thinking mode refuses a conversation whose tool-calling turns lack it.
     """
 
     role: str
