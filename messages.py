@@ -219,19 +219,31 @@ def _read_transcript(path: "str | os.PathLike") -> tuple[dict, list, int]:
     return settings, conversation, len(data) - len(tail)
 
 
+def _starts_like_a_header(path: "str | os.PathLike") -> bool:
+    """True when a file begins as our header line does: a torn header, not some other file."""
+    with open(path, "rb") as file:
+        return file.read(len(_HEADER_START)) == _HEADER_START
+
+
+_HEADER_START = b'{"type": "header"'
+
+
 class Transcript:
     """A run's transcript file: every message is written, flushed and fsynced as it comes.
 
     A new file starts with a header line holding ``settings``. An existing file is read
     (``settings`` and ``conversation`` come from it), a torn last line is cut off, and
-    new messages are appended, so a resumed run continues the same file. Use ``write`` as
-    the agent loop's ``on_message``.
+    new messages are appended, so a resumed run continues the same file. A file that is not
+    a transcript raises ``ValueError`` and is left as it is. Use ``write`` as the agent
+    loop's ``on_message``.
     """
 
     def __init__(self, path: "str | os.PathLike", settings: "dict | None" = None) -> None:
         self.path = path
         kept = 0  # bytes of complete lines already in the file
         if os.path.exists(path) and os.path.getsize(path) > 0:
+            if not _starts_like_a_header(path):
+                raise ValueError(f"{path} is not a plainagent transcript: it has no header line")
             self.settings, self.conversation, kept = _read_transcript(path)
             with open(path, "r+b") as file:
                 file.truncate(kept)

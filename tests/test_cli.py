@@ -284,3 +284,14 @@ def test_a_finished_demo_run_continues_with_a_new_message(tmp_path):
     done = run_cli("--resume", str(path), "Thanks!")
     assert done.returncode == 0
     assert "user: Thanks!\n" in done.stdout
+
+
+def test_resuming_a_file_that_is_not_a_transcript_leaves_it_untouched(tmp_path):
+    path = tmp_path / "task.json"
+    path.write_bytes(b'{"task": "What is 2+2?", "model": "m"}')
+    done = run_cli("--resume", str(path))
+    assert (done.returncode, done.stderr.strip(), path.read_bytes()) == (
+        2,
+        f"agent.py: error: {path} is not a plainagent transcript: it has no header line",
+        b'{"task": "What is 2+2?", "model": "m"}',
+    )

@@ -114,3 +114,11 @@ def test_a_lone_surrogate_from_a_server_is_written_escaped_and_loads_back_unchan
         == b'{"type": "message", "role": "assistant", "content": "broken \\ud83d emoji"}'
     )
     assert load_transcript(path)[1] == [Message("assistant", "broken \ud83d emoji")]
+
+
+def test_a_file_that_is_not_a_transcript_is_refused_and_left_as_it_is(tmp_path):
+    path = tmp_path / "task.json"
+    path.write_bytes(b'{"task": "What is 2+2?", "model": "m"}')  # no newline, as json.dump writes it
+    with pytest.raises(ValueError, match="is not a plainagent transcript: it has no header line"):
+        Transcript(path)
+    assert path.read_bytes() == b'{"task": "What is 2+2?", "model": "m"}'
