@@ -432,18 +432,21 @@ def check_options(options: dict) -> dict:
     Options may not set what other spec fields set, and no header may carry a key: a spec
     is a file that gets copied and written into transcripts.
     """
-    for name in ("model", "base_url", "api_key"):
+    for name in ("model", "base_url", "api_key", "api_key_header"):
         if name in options:
             raise ValueError(f"spec field 'options': {name!r} is set by its own spec field, not in options")
+    if "sleep" in options:
+        raise ValueError("spec field 'options': 'sleep' is a function; a spec cannot hold one")
     for name, types in OPTION_TYPES.items():
         if name in options:
             check_type(f"spec field 'options': {name!r}", options[name], types)
-    for header in options.get("headers", {}):
-        if re.search("key|auth|token|secret|cookie", header, re.IGNORECASE):
-            raise ValueError(
-                f"spec field 'options': header {header!r} would put a secret in the spec; "
-                "name the key's variable in 'api_key_env' and the header in 'api_key_header'"
-            )
+    for kind in ("headers", "query"):
+        for name in options.get(kind, {}):
+            if re.search("key|auth|token|secret|cookie", name, re.IGNORECASE):
+                raise ValueError(
+                    f"spec field 'options': {kind} {name!r} would put a secret in the spec; "
+                    "name the key's variable in 'api_key_env' (and its header in 'api_key_header')"
+                )
     return dict(options)
 
 
@@ -515,11 +518,9 @@ class AgentLauncher:
         if self.client is not None:
             return self.client
         api_key = os.environ.get(spec["api_key_env"]) or ""
-        options = dict(spec["options"])
-        if spec["api_key_header"]:  # Azure's dated API: "api-key: KEY" instead of "Authorization: Bearer KEY"
-            options["headers"] = {**options.get("headers", {}), spec["api_key_header"]: api_key}
-            api_key = ""
-        return LlmClient(spec["model"], spec["base_url"], api_key, **options)
+        return LlmClient(
+            spec["model"], spec["base_url"], api_key, api_key_header=spec["api_key_header"], **spec["options"]
+        )
 
     def subagent_tool(self, parent: dict, depth: int) -> Tool:
         """Return the ``launch_agent`` tool: a sub-agent with the parent's settings on a new task."""
@@ -582,6 +583,8 @@ class Printer:
             line = f"<- {message.name}{' [error]' if message.is_error else ''}: {message.content}"
         elif self.streamed and message.role == "assistant":
             line = ""  # its text is already on the screen
+        elif message.role == "assistant" and not message.content and message.reasoning_content is not None:
+            return  # a reply's reasoning before its tool calls: nothing to show
         else:
             line = f"{message.role}: {message.content}"
         self.streamed = False
@@ -673,7 +676,7 @@ def open_run(arguments: argparse.Namespace) -> tuple[dict, list | None, Transcri
     transcript = Transcript(arguments.resume)
     history = transcript.conversation
     if history and isinstance(history[-1], Message) and history[-1].role == "assistant" and not arguments.task:
-        raise ValueError(f"the run in {arguments.resume} has already answered; give a message to continue it")
+        raise ValueError(f"the run in {arguments.resume} ends with the model's answer; give a message to continue it")
     spec = load_spec(spec_from_arguments(arguments, transcript.settings.get("spec", {})), list(DEMO_TOOLS))
     return spec, history, transcript, transcript.settings.get("demo", False)
 

@@ -108,10 +108,11 @@ class LlmClient:
     """A client for one model on an OpenAI-compatible chat-completions server.
 
     ``base_url`` defaults to ``$OPENAI_BASE_URL``, else OpenAI's, and ``api_key`` to
-    ``$OPENAI_API_KEY``; both are read when the client is made. Without a key no
-    ``Authorization`` header is sent, as local servers (Ollama, llama.cpp, vLLM) need.
-    ``headers`` go with every request and ``query`` into its URL. For Azure OpenAI pass the
-    deployment URL as ``base_url`` with ``headers={"api-key": KEY}`` and
+    ``$OPENAI_API_KEY``; both are read when the client is made. The key goes in
+    ``Authorization: Bearer KEY``, or in the header ``api_key_header`` names; without a key
+    no such header is sent, as local servers (Ollama, llama.cpp, vLLM) need.
+    ``headers`` go with every request and ``query`` into its URL. For Azure OpenAI's dated
+    API pass the deployment URL as ``base_url`` with ``api_key_header="api-key"`` and
     ``query={"api-version": "2024-10-21"}``; for OpenRouter's rankings,
     ``headers={"HTTP-Referer": ..., "X-Title": ...}``. Other keyword arguments
     (``temperature``, ``max_completion_tokens``, ``seed``, ``response_format``,
@@ -134,6 +135,7 @@ class LlmClient:
         base_url: str | None = None,
         api_key: str | None = None,
         *,
+        api_key_header: str | None = None,
         timeout: float = 60.0,
         max_retries: int = 2,
         headers: dict | None = None,
@@ -145,16 +147,17 @@ class LlmClient:
         self.model = model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         self.api_key = os.environ.get("OPENAI_API_KEY") if api_key is None else api_key
+        self.api_key_header = api_key_header
         self.timeout, self.max_retries, self.sleep = timeout, max_retries, sleep
         self.headers, self.query, self.stream_usage = dict(headers or {}), dict(query or {}), stream_usage
         if not self.base_url.startswith(("http://", "https://")):
             # the value is not quoted: a key passed in the base_url's place must not be shown
             raise ValueError("base_url must start with http:// or https:// (is the key in its place?)")
         if not self.base_url.isascii():
-            raise ValueError("base_url must be ASCII: percent-encode any other character")
+            raise ValueError("base_url must be ASCII: a host name in its xn-- form, a path percent-encoded")
         if max_retries < 0:
             raise ValueError(f"max_retries is the number of extra attempts, 0 or more; got {max_retries}")
-        for name, value in [("api_key", self.api_key or ""), *self.headers.items()]:
+        for name, value in [(api_key_header or "api_key", self.api_key or ""), *self.headers.items()]:
             if not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name):  # RFC 9110's token characters
                 raise ValueError(f"header name {name!r} is not a valid HTTP header name")
             # the value is never quoted: http.client's own errors would quote the header, key and all
@@ -182,24 +185,30 @@ class LlmClient:
         exponential backoff with jitter. A response that began (HTTP 200) is never requested
         again, so no text reaches ``on_text`` twice. A redirect is not followed, so the key goes
         nowhere else: it comes back as ``"HTTP 302: ..."``. What ``on_text`` raises propagates.
-        A stream that comes back empty is asked for again without streaming (its text then
-        reaches ``on_text`` in one piece): llama-cpp-python cannot stream "auto" tool calls.
+        A stream that comes back empty is asked for again without streaming, as a retry (its
+        text then reaches ``on_text`` in one piece): llama-cpp-python cannot stream "auto" tool
+        calls. At most ``max_retries + 1`` requests are made in all.
         """
-        response = self._send_with_retries(self._build_body(request, stream=on_text is not None), on_text)
-        if on_text is not None and response.error_message == EMPTY_STREAM:  # nothing reached on_text yet
-            response = self._send_with_retries(self._build_body(request, stream=False), None)
+        attempts = self.max_retries + 1
+        body = self._build_body(request, stream=on_text is not None)
+        response, used = self._send_with_retries(body, on_text, attempts)
+        if on_text is not None and response.error_message == EMPTY_STREAM and used < attempts:
+            unstreamed = self._build_body(request, stream=False)  # nothing reached on_text yet
+            response, _ = self._send_with_retries(unstreamed, None, attempts - used)
             if response.text:
                 on_text(response.text)
         return self._redacted(response)
 
-    def _send_with_retries(self, body: dict, on_text: OnText | None) -> LlmResponse:
-        """Send ``body``, again after a failure worth retrying, at most ``max_retries`` more times."""
-        for attempt in range(self.max_retries + 1):
+    def _send_with_retries(self, body: dict, on_text: OnText | None, attempts: int) -> tuple[LlmResponse, int]:
+        """Send ``body`` up to ``attempts`` times while failures are worth retrying; return the
+        response and the number of attempts made."""
+        attempt = 1
+        while True:
             response, retry_after = self._send(body, on_text)
-            if attempt == self.max_retries or not _should_retry(response):
-                break
-            self.sleep(_backoff(attempt) if retry_after is None else retry_after)
-        return response
+            if attempt >= attempts or not _should_retry(response):
+                return response, attempt
+            self.sleep(_backoff(attempt - 1) if retry_after is None else retry_after)
+            attempt += 1
 
     def _build_body(self, request: LlmRequest, stream: bool) -> dict:
         """Return the JSON body of ``POST /chat/completions`` for ``request``, with no null field."""
@@ -224,7 +233,9 @@ class LlmClient:
             url += "?" + urllib.parse.urlencode(self.query)
         # a User-Agent of our own: some CDNs refuse urllib's default one
         headers = {"Content-Type": "application/json", "User-Agent": "plainagent"}
-        if self.api_key:
+        if self.api_key and self.api_key_header:  # Azure's dated API: "api-key: KEY"
+            headers[self.api_key_header] = self.api_key
+        elif self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         data = json.dumps(body).encode("utf-8")
         request = urllib.request.Request(url, data, {**headers, **self.headers}, method="POST")
@@ -375,8 +386,9 @@ def _parse_response(body: Any) -> LlmResponse:
     calls = [_parse_tool_call(_object(call), n, body) for n, call in enumerate(_array(message.get("tool_calls")))]
     refusal = message.get("refusal")
     finish_reason = choice.get("finish_reason")  # kept as sent: Together says "eos", Snowflake ""
-    reasoning_content = _text(message.get("reasoning_content")) or None  # kept to be sent back
-    reply = [Message("assistant", text, reasoning_content)] if text or reasoning_content else []
+    reasoning_content = message.get("reasoning_content")  # kept to be sent back, "" included
+    reasoning_content = reasoning_content if isinstance(reasoning_content, str) else None
+    reply = [Message("assistant", text, reasoning_content)] if text or reasoning_content is not None else []
     return LlmResponse(
         content=[*reply, *calls],
         usage_metadata=_usage(body.get("usage")),

@@ -305,8 +305,11 @@ def result_text(value: Any) -> str:
         return value
     try:
         return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError, RecursionError):
-        return repr(value)
+    except Exception:  # tuple keys, a list that holds itself, a __str__ that raises
+        try:
+            return repr(value)
+        except Exception:  # nested too deep even for repr, or a __repr__ that raises
+            return f"<a {type(value).__name__} that cannot be shown as text>"
 
 
 def truncate(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:

@@ -274,7 +274,7 @@ def test_resuming_a_finished_run_without_a_message_asks_for_one(tmp_path):
     done = run_cli("--resume", str(path))
     assert (done.returncode, done.stderr.strip()) == (
         2,
-        f"agent.py: error: the run in {path} has already answered; give a message to continue it",
+        f"agent.py: error: the run in {path} ends with the model's answer; give a message to continue it",
     )
 
 
@@ -295,3 +295,9 @@ def test_resuming_a_file_that_is_not_a_transcript_leaves_it_untouched(tmp_path):
         f"agent.py: error: {path} is not a plainagent transcript: it has no header line",
         b'{"task": "What is 2+2?", "model": "m"}',
     )
+
+
+def test_a_reasoning_only_assistant_message_prints_no_empty_line():
+    terminal = Terminal()
+    agent.Printer(terminal).on_message(agent.Message("assistant", "", reasoning_content="Thinking."))
+    assert terminal.writes == []

@@ -204,6 +204,21 @@ def test_an_empty_stream_is_asked_for_again_unstreamed_and_its_text_handed_over_
 
 def test_an_empty_stream_that_stays_empty_unstreamed_too_is_reported():
     with LoopbackServer([event_stream([]), Reply(body="")]) as server:
-        client = LlmClient("m", server.base_url, "sk-fault-test", max_retries=0)
+        client = LlmClient("m", server.base_url, "sk-fault-test", max_retries=1)
         response = client.generate(REQUEST, on_text=lambda piece: None)
     assert (response.error_message, len(server.requests)) == ("the server sent an empty body", 2)
+
+
+def test_the_unstreamed_ask_after_an_empty_stream_counts_against_max_retries():
+    unavailable = [Reply(503, {"error": {"message": "busy"}}) for _ in range(3)]
+    with LoopbackServer([event_stream([]), *unavailable]) as server:
+        client = LlmClient("m", server.base_url, "sk-fault-test", max_retries=2, sleep=lambda seconds: None)
+        response = client.generate(REQUEST, on_text=lambda piece: None)
+    assert (response.error_message, len(server.requests)) == ("HTTP 503: busy", 3)
+
+
+def test_with_no_retries_an_empty_stream_is_reported_and_not_asked_again():
+    with LoopbackServer([event_stream([]), Reply(body=HELLO)]) as server:
+        client = LlmClient("m", server.base_url, "sk-fault-test", max_retries=0)
+        response = client.generate(REQUEST, on_text=lambda piece: None)
+    assert (response.error_message, len(server.requests)) == ("the stream was empty", 1)

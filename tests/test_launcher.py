@@ -211,16 +211,29 @@ def test_a_client_setting_of_the_wrong_type_in_options_is_refused_naming_it():
 
 def test_a_header_that_would_hold_a_key_is_refused_in_a_spec():
     assert spec_error({"task": "x", "options": {"headers": {"api-key": "secret"}}}) == (
-        "spec field 'options': header 'api-key' would put a secret in the spec; "
-        "name the key's variable in 'api_key_env' and the header in 'api_key_header'"
+        "spec field 'options': headers 'api-key' would put a secret in the spec; "
+        "name the key's variable in 'api_key_env' (and its header in 'api_key_header')"
     )
 
 
-def test_api_key_header_sends_the_key_from_the_environment_in_that_header(monkeypatch):
+def test_a_query_parameter_that_would_hold_a_key_is_refused_in_a_spec():
+    assert spec_error({"task": "x", "options": {"query": {"key": "AIza-secret"}}}) == (
+        "spec field 'options': query 'key' would put a secret in the spec; "
+        "name the key's variable in 'api_key_env' (and its header in 'api_key_header')"
+    )
+
+
+def test_options_may_not_hold_the_clients_sleep_function():
+    assert spec_error({"task": "x", "options": {"sleep": 1}}) == (
+        "spec field 'options': 'sleep' is a function; a spec cannot hold one"
+    )
+
+
+def test_api_key_header_reaches_the_client_with_the_key_from_the_environment(monkeypatch):
     monkeypatch.setenv("AZURE_TEST_KEY", "azure-secret-0123")
     spec = load_spec({"task": "x", "api_key_env": "AZURE_TEST_KEY", "api_key_header": "api-key"}, ["calculator"])
     client = AgentLauncher(DEMO_TOOLS).client_for(spec)
-    assert (client.api_key, client.headers) == ("", {"api-key": "azure-secret-0123"})
+    assert (client.api_key, client.api_key_header) == ("azure-secret-0123", "api-key")
 
 
 def test_a_refusal_becomes_the_assistants_answer():

@@ -610,3 +610,18 @@ def test_reasoning_under_another_name_is_not_sent_back():
     # Groq, OpenRouter and Ollama send "reasoning"; Groq refuses unknown message fields
     response = _parse_response(openai_body({"content": "42", "reasoning": "6 times 7."}))
     assert (response.content, response.reasoning) == ([Message("assistant", "42")], "6 times 7.")
+
+
+def test_an_empty_reasoning_content_beside_tool_calls_is_kept_to_be_sent_back():
+    # DeepSeek has been seen to send reasoning_content "" on a tool-call turn, and still wants it back
+    body = openai_body(
+        {
+            "content": None,
+            "reasoning_content": "",
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{}"}}],
+        },
+        "tool_calls",
+    )
+    reply = _parse_response(body).content
+    assert reply == [Message("assistant", "", reasoning_content=""), ToolCall("c1", "w", {})]
+    assert _build_messages(LlmRequest(contents=reply))[0]["reasoning_content"] == ""

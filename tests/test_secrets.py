@@ -267,3 +267,13 @@ def test_a_key_with_a_pasted_curly_quote_is_refused_without_being_shown():
     with pytest.raises(ValueError) as raised:
         LlmClient("m", "http://127.0.0.1:9/v1", KEY + "\u201d")
     assert leaks(str(raised.value), "".join(traceback.format_exception(raised.value))) == []
+
+
+def test_a_key_sent_in_its_own_header_goes_there_alone_and_is_redacted_from_echoes():
+    echo = Reply(401, {"error": {"message": f"bad key {KEY}"}})
+    with LoopbackServer([echo]) as server:
+        client = LlmClient("m", server.base_url, KEY, api_key_header="X-Subscription")
+        response = client.generate(LlmRequest(contents=[Message("user", "Hi")]))
+    headers = server.requests[0].headers
+    assert (headers.get("x-subscription"), "authorization" in headers) == (KEY, False)
+    assert response.error_message == "HTTP 401: bad key [redacted]"

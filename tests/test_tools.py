@@ -475,3 +475,21 @@ def test_a_tool_hanging_past_its_timeout_does_not_keep_the_process_from_exiting(
     )
     done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT, capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout) == (0, "tool 'hang' did not finish within 0.05 s\n")
+
+
+def test_a_return_value_that_cannot_even_be_repred_still_gives_a_result():
+    class Opaque:
+        def __str__(self):
+            raise RuntimeError("no str")
+
+        def __repr__(self):
+            raise RuntimeError("no repr")
+
+    @tool
+    def opaque() -> dict:
+        """Return something opaque."""
+        return {"thing": Opaque()}
+
+    assert run(ToolCall("call_1", "opaque", {}), opaque) == ToolResult(
+        "call_1", "opaque", "<a dict that cannot be shown as text>"
+    )
