@@ -20,7 +20,7 @@ import json
 import os
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -336,7 +336,7 @@ def problems(response: Any, pieces: list | None = None) -> list[str]:
     return found
 
 
-def check_mutants(seeds: range, mutant: Callable[[int], bytes], check: Callable[[int, bytes], list]) -> None:
+def check_mutants(seeds: Iterable[int], mutant: Callable[[int], bytes], check: Callable[[int, bytes], list]) -> None:
     """Run ``check(seed, mutant)`` for every seed; fail on the first problem or exception, naming the seed."""
     for seed in seeds:
         data = mutant(seed)
@@ -391,7 +391,10 @@ def test_a_mutated_event_stream_reads_the_same_however_the_network_splits_it():
 @pytest.mark.parametrize("is_stream", [False, True], ids=["plain", "streamed"])
 def test_mutated_bodies_sent_with_status_200_come_back_from_generate_well_typed_and_unretried(is_stream):
     mutant, content_type = (mutated_sse, "text/event-stream") if is_stream else (mutated_json, "application/json")
-    replies = [Reply(body=mutant(seed), content_type=content_type) for seed in WIRE_SEEDS]
+    # an empty stream is asked for again unstreamed (see test_faults.py), which a script of one
+    # reply per request cannot serve: those few mutants are left out of the streamed run
+    seeds = [seed for seed in WIRE_SEEDS if not is_stream or mutant(seed).strip()]
+    replies = [Reply(body=mutant(seed), content_type=content_type) for seed in seeds]
     with LoopbackServer(replies) as server:
         client = LlmClient("m", server.base_url, "sk-fuzz", max_retries=2, sleep=lambda seconds: None)
 
@@ -399,7 +402,7 @@ def test_mutated_bodies_sent_with_status_200_come_back_from_generate_well_typed_
             pieces: list | None = [] if is_stream else None
             return problems(client.generate(LlmRequest(), on_text=None if pieces is None else pieces.append), pieces)
 
-        check_mutants(WIRE_SEEDS, mutant, check)
+        check_mutants(seeds, mutant, check)
     assert len(server.requests) == len(replies)  # a response that began is never asked for again
 
 
