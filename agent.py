@@ -38,7 +38,7 @@ from collections.abc import Callable
 from typing import Any
 
 from llm_client import LlmClient, LlmRequest
-from messages import AnyMessage, Message, ToolCall, ToolResult, Transcript, is_model_output
+from messages import AnyMessage, Message, ToolCall, ToolResult, Transcript, model_replies
 from tools import Tool, ToolSet, as_tool_set, execute_tool_call, make_tool_set, tool
 
 STOP_REASONS = {
@@ -723,9 +723,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def summary(conversation: list, usage: dict) -> str:
     """One line about a run: model replies, tool calls, and tokens when the server reported them."""
-    replies = sum(
-        1 for i, m in enumerate(conversation) if is_model_output(m) and not (i and is_model_output(conversation[i - 1]))
-    )
+    replies = len(model_replies(conversation))
     calls = sum(1 for m in conversation if isinstance(m, ToolCall))
     tokens = f", {usage['input_tokens']} input + {usage['output_tokens']} output tokens" if any(usage.values()) else ""
     return f"[{replies} model replies, {calls} tool calls{tokens}]"

@@ -32,7 +32,7 @@ import re
 from collections.abc import Callable
 
 from llm_client import LlmRequest, LlmResponse
-from messages import AnyMessage, Message, ToolCall, ToolResult, is_model_output
+from messages import AnyMessage, Message, ToolCall, ToolResult, model_replies
 
 Reply = str | ToolCall | Message | list | LlmResponse
 
@@ -52,15 +52,7 @@ class FakeLlm:
     @classmethod
     def replaying(cls, conversation: list) -> "FakeLlm":
         """Return a fake whose script is the assistant replies of a saved conversation, in order."""
-        replies: list[list] = []
-        previous = None
-        for message in conversation:
-            if is_model_output(message):
-                if not is_model_output(previous):
-                    replies.append([])
-                replies[-1].append(message)
-            previous = message
-        return cls(replies)
+        return cls(model_replies(conversation))
 
     def generate(self, request: LlmRequest, on_text: Callable[[str], None] | None = None) -> LlmResponse:
         """Record the request and return the next scripted reply (streamed to ``on_text``)."""

@@ -170,6 +170,20 @@ def is_model_output(message: object) -> bool:
     return isinstance(message, ToolCall) or isinstance(message, Message) and message.role == "assistant"
 
 
+def model_replies(conversation: list) -> list[list]:
+    """Return the model's replies in a conversation, oldest first, each as its messages: an
+    assistant message and the tool calls that follow it, or either alone."""
+    replies: list[list] = []
+    previous = None
+    for message in conversation:
+        if is_model_output(message):
+            if not is_model_output(previous):
+                replies.append([])
+            replies[-1].append(message)
+        previous = message
+    return replies
+
+
 def conversation_to_json(conversation: list) -> str:
     """Return the conversation as a JSON array of message dicts."""
     return json.dumps([message.to_dict() for message in conversation], ensure_ascii=False)

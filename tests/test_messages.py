@@ -9,6 +9,7 @@ from messages import (
     conversation_from_json,
     conversation_to_json,
     message_from_dict,
+    model_replies,
 )
 
 EVERY_KIND = [
@@ -126,3 +127,21 @@ def test_an_assistant_message_with_reasoning_content_round_trips():
         "reasoning_content": "6 times 7.",
     }
     assert message_from_dict(message.to_dict()) == message
+
+
+def test_model_replies_groups_an_assistant_message_with_the_tool_calls_after_it():
+    call_1, call_2 = ToolCall("c1", "a", {}), ToolCall("c2", "b", {})
+    conversation = [
+        Message("system", "s"),
+        Message("user", "u"),
+        Message("assistant", "Checking."),
+        call_1,
+        call_2,
+        ToolResult("c1", "a", "1"),
+        ToolResult("c2", "b", "2"),
+        Message("assistant", "Done."),
+    ]
+    assert model_replies(conversation) == [
+        [Message("assistant", "Checking."), call_1, call_2],
+        [Message("assistant", "Done.")],
+    ]
